@@ -1,0 +1,266 @@
+"""The primitive registry: what an op is, and how it is applied.
+
+A primitive is declared once (DESIGN.md rule 1) with
+- its NumPy implementation (``impl``), used by the eager path;
+- its shape/dtype rule (``abstract``), used by tracing and by error messages;
+- one VJP rule per input, written with jittape ops so that the eager tape and the
+  autodiff pass share it and higher derivatives come for free;
+- what the backward pass must keep (``save``), so that a tape holds no more;
+- the NumPy names it answers to, for ``__array_ufunc__``/``__array_function__``;
+- test examples that the registry-driven tests run;
+- a slot per backend for its lowering (filled by ``codegen``).
+
+Ops that are compositions of primitives are registered with ``composite`` so that
+the same registry-driven tests check them.
+"""
+
+import functools
+
+import numpy as np
+
+from ..errors import ShapeError, at_user_line
+from ..tensor import Tensor, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
+from ..tape import ACTIVE_TAPES, record
+
+REGISTRY = {}      # name -> Primitive
+COMPOSITES = {}    # name -> Composite
+
+
+class Aval:
+    """An abstract array: shape and dtype, no values.
+
+    The tape keeps an ``Aval`` instead of a tensor that a VJP rule only needs the
+    shape of; tracing computes ``Aval`` results with each primitive's shape rule.
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"Aval(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __eq__(self, other):
+        return isinstance(other, Aval) and self.shape == other.shape and self.dtype == other.dtype
+
+    __hash__ = None
+
+
+def aval_of(x):
+    """The abstract value of a tensor, array or Python scalar (scalars stay weakly typed)."""
+    if isinstance(x, (Aval, Tensor)):
+        return Aval(x.shape, x.dtype)
+    if isinstance(x, (bool, int, float)):
+        return x
+    x = np.asarray(x)
+    return Aval(x.shape, x.dtype)
+
+
+class Example:
+    """One test case of an op: its inputs and parameters.
+
+    ``inputs`` holds, per positional input, a shape tuple (a random floating input
+    that the gradient checks differentiate), a Python scalar, or ``Fixed(array)``
+    (a non-differentiable input such as indices or a condition).
+    """
+
+    __slots__ = ("inputs", "params", "domain")
+
+    def __init__(self, inputs, params, domain=None):
+        self.inputs = inputs
+        self.params = params
+        self.domain = domain
+
+    def __repr__(self):
+        return f"Example({self.inputs}, {self.params})"
+
+
+class Fixed:
+    """A non-differentiable example input with a given value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"Fixed({np.asarray(self.value).tolist()})"
+
+
+def ex(*inputs, domain=None, **params):
+    return Example(inputs, params, domain)
+
+
+class Primitive:
+    """An op of the registry; calling it applies it to tensors."""
+
+    def __init__(self, name, impl, *, abstract, vjp=None, save=None, examples=(),
+                 domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False):
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} is declared twice")
+        self.name = name
+        self.impl = impl
+        self.abstract = abstract
+        self.vjp = tuple(vjp) if isinstance(vjp, list) else vjp
+        # save: (which inputs the VJP rules read, whether they read the output)
+        self.save = save
+        self.examples = list(examples)
+        self.domain = domain
+        self.differentiable = differentiable
+        self.lowerings = {}          # backend name -> lowering, filled by codegen
+        REGISTRY[name] = self
+        table = UFUNC_TABLE if ufunc else FUNCTION_TABLE
+        for np_func in numpy:
+            table[np_func] = self
+
+    def __repr__(self):
+        return f"<jittape primitive {self.name}>"
+
+    def __call__(self, *args, **params):
+        return self.bind(*args, **params)
+
+    def bind(self, *args, **params):
+        """Apply the op: eagerly on NumPy values, recording on active tapes."""
+        values = [a._value if isinstance(a, Tensor) else coerce_operand(a, self.name) for a in args]
+        try:
+            out = self.impl(*values, **params)
+        except (ValueError, TypeError, IndexError) as err:
+            raise self.explain(args, params, err) from None
+        result = Tensor._wrap(out)
+        if ACTIVE_TAPES and self.differentiable:
+            record(self, args, params, result)
+        return result
+
+    def lowering(self, backend):
+        """Decorator registering this op's lowering for a backend."""
+        def register(fn):
+            self.lowerings[backend] = fn
+            return fn
+        return register
+
+    def explain(self, args, params, err):
+        """Turn a NumPy failure into an error naming the op, the shapes and the user's line."""
+        avals = [aval_of(a) for a in args]
+        try:
+            self.abstract(*avals, **params)
+        except ShapeError as shape_err:
+            return shape_err
+        except Exception:  # the rule itself could not judge; report NumPy's words
+            pass
+        shapes = ", ".join(str(a.shape) if isinstance(a, Aval) else repr(a) for a in avals)
+        kind = ShapeError if isinstance(err, ValueError) else type(err)
+        return kind(at_user_line(f"{self.name}: {err} (operands: {shapes})"))
+
+
+class PerInput:
+    """The VJP rules of a variadic op: ``rule(k, g, out, *inputs, **params)`` for input k."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def __getitem__(self, k):
+        return functools.partial(self.rule, k)
+
+
+class Composite:
+    """An op written as a composition of primitives, registered for the op tests."""
+
+    def __init__(self, name, fn, examples, domain, call=None):
+        if name in COMPOSITES or name in REGISTRY:
+            raise ValueError(f"op {name!r} is declared twice")
+        self.name = name
+        self.fn = fn
+        self.call = call or fn          # how the tests apply it to an example's inputs
+        self.examples = list(examples)
+        self.domain = domain
+        self.differentiable = True
+        COMPOSITES[name] = self
+
+
+def composite(name=None, *, examples=(), domain=(-2.0, 2.0), numpy=(), call=None):
+    """Register a composite op (and the NumPy functions it answers to)."""
+    def register(fn):
+        Composite(name or fn.__name__, fn, examples, domain, call)
+        return numpy_dispatch(*numpy)(fn)
+    return register
+
+
+def numpy_dispatch(*np_funcs):
+    """Decorator: on jittape tensors, these NumPy functions call the decorated function."""
+    def register(fn):
+        for np_func in np_funcs:
+            FUNCTION_TABLE[np_func] = fn
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------------------
+# shape and dtype rules shared by several op families
+
+def broadcast_shapes(op, *shapes):
+    """NumPy broadcasting of shapes; a ShapeError naming the op and the shapes otherwise."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if len(s) >= -axis:
+                d = s[axis]
+                if d != 1:
+                    if size != 1 and d != size:
+                        shown = " and ".join(str(tuple(s)) for s in shapes)
+                        raise ShapeError(at_user_line(
+                            f"{op}: shapes {shown} cannot be broadcast together "
+                            f"(axis {axis}: {size} vs {d})"))
+                    size = d
+        out.append(size)
+    return tuple(out)
+
+
+_DTYPE_CACHE = {}
+
+
+def ufunc_dtype(op, ufunc, operands):
+    """The dtype NumPy gives ``ufunc`` applied to these operands (weak Python scalars kept)."""
+    key = (ufunc, tuple(type(o) if not isinstance(o, Aval) else o.dtype for o in operands))
+    dtype = _DTYPE_CACHE.get(key)
+    if dtype is None:
+        probes = [np.empty(0, o.dtype) if isinstance(o, Aval) else o for o in operands]
+        try:
+            dtype = np.asarray(ufunc(*probes)).dtype
+        except TypeError as err:
+            kinds = ", ".join(str(o.dtype) if isinstance(o, Aval) else type(o).__name__
+                              for o in operands)
+            raise TypeError(at_user_line(f"{op}: unsupported operand dtypes ({kinds}): {err}"))
+        _DTYPE_CACHE[key] = dtype
+    return dtype
+
+
+def shape_of(x):
+    return x.shape if isinstance(x, (Aval, Tensor, np.ndarray, np.generic)) else ()
+
+
+def normalize_axes(op, axis, ndim):
+    """Axis argument -> sorted tuple of non-negative ints (None means all axes)."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ShapeError(at_user_line(f"{op}: axis {a} is out of bounds for rank {ndim}"))
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(at_user_line(f"{op}: repeated axis in {axis}"))
+    return tuple(sorted(out)) if ndim else ()
+
+
+def is_float(dtype):
+    return np.issubdtype(dtype, np.inexact)

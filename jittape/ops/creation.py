@@ -1,0 +1,109 @@
+"""Creation ops: constants of a shape, ranges, and ``*_like`` fills.
+
+These have no gradient. A Python float fill gives float32 and a Python int int32,
+as in TensorFlow; explicit dtypes win.
+"""
+
+import numpy as np
+
+from ..tensor import Tensor, as_dtype, float32, int32
+from .core import Aval, Primitive, ex, numpy_dispatch, shape_of
+
+
+def _shape_arg(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(d) for d in shape)
+
+
+def _scalar_dtype(value, dtype):
+    if dtype is not None:
+        return as_dtype(dtype)
+    if isinstance(value, bool):
+        return np.dtype(bool)
+    if isinstance(value, int):
+        return int32
+    if isinstance(value, float):
+        return float32
+    return np.asarray(value).dtype
+
+
+def zeros(shape, dtype=float32):
+    return Tensor._wrap(np.zeros(_shape_arg(shape), as_dtype(dtype)))
+
+
+def ones(shape, dtype=float32):
+    return Tensor._wrap(np.ones(_shape_arg(shape), as_dtype(dtype)))
+
+
+def full(shape, fill_value, dtype=None):
+    return Tensor._wrap(np.full(_shape_arg(shape), fill_value, _scalar_dtype(fill_value, dtype)))
+
+
+def eye(n, m=None, dtype=float32):
+    return Tensor._wrap(np.eye(int(n), None if m is None else int(m), dtype=as_dtype(dtype)))
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    """Evenly spaced values in [start, stop); Python ints give int32, floats float32."""
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        dtype = float32 if any(isinstance(v, float) for v in (start, stop, step)) else int32
+    return Tensor._wrap(np.arange(start, stop, step, dtype=as_dtype(dtype)))
+
+
+range = arange
+
+
+def linspace(start, stop, num, dtype=None):
+    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (float32 by default)."""
+    dtype = float32 if dtype is None else as_dtype(dtype)
+    return Tensor._wrap(np.linspace(start, stop, int(num), dtype=dtype))
+
+
+def _full_like_impl(x, fill_value, dtype):
+    return np.full(np.shape(x), fill_value, dtype)
+
+
+full_like_prim = Primitive(
+    "full_like", _full_like_impl,
+    abstract=lambda x, fill_value, dtype: Aval(shape_of(x), dtype),
+    differentiable=False,
+    examples=[ex((2, 3), fill_value=0.0, dtype=np.dtype(np.float64)),
+              ex((), fill_value=1, dtype=np.dtype(np.int32))])
+
+
+def _dtype_of(x):
+    return x.dtype if hasattr(x, "dtype") else _scalar_dtype(x, None)
+
+
+@numpy_dispatch(np.full_like)
+def full_like(x, fill_value, dtype=None):
+    return full_like_prim.bind(x, fill_value=fill_value,
+                               dtype=as_dtype(dtype) if dtype is not None else _dtype_of(x))
+
+
+@numpy_dispatch(np.zeros_like)
+def zeros_like(x, dtype=None):
+    return full_like(x, 0, dtype)
+
+
+@numpy_dispatch(np.ones_like)
+def ones_like(x, dtype=None):
+    return full_like(x, 1, dtype)
+
+
+@numpy_dispatch(np.shape)
+def shape(x):
+    return tuple(x.shape)
+
+
+@numpy_dispatch(np.ndim)
+def ndim(x):
+    return x.ndim
+
+
+@numpy_dispatch(np.size)
+def size(x):
+    return int(np.prod(x.shape, dtype=np.int64))

@@ -1,0 +1,227 @@
+"""Elementwise primitives: arithmetic, math functions, comparisons and logic.
+
+Each op follows NumPy broadcasting and dtype promotion (a Python scalar never
+widens a tensor). VJP rules reduce broadcast cotangents back to each input's shape
+with ``unbroadcast``.
+"""
+
+import numpy as np
+from scipy import special
+
+from . import reduce as _reduce
+from . import shape as _shape
+from ..errors import UnsupportedError, at_user_line
+from .core import (Aval, Fixed, Primitive, broadcast_shapes, composite, ex, numpy_dispatch, shape_of,
+                   ufunc_dtype)
+
+UNARY_EXAMPLES = [ex((3,)), ex((2, 3)), ex(()), ex((1, 4)), ex((2, 1, 3))]
+BINARY_EXAMPLES = [ex((2, 3), (2, 3)), ex((2, 3), (3,)), ex((4, 1), (1, 3)), ex((), (2, 2)),
+                   ex((2, 1, 3), (4, 1)), ex((3,), 1.5), ex(0.5, (2, 2))]
+
+
+def _abstract(name, ufunc):
+    def abstract(*operands, **params):
+        shape = broadcast_shapes(name, *[shape_of(o) for o in operands])
+        return Aval(shape, ufunc_dtype(name, ufunc, operands))
+    return abstract
+
+
+def unbroadcast(g, shape):
+    """Sum a broadcast cotangent back to ``shape`` (depends on ranks and size-1 axes only)."""
+    gshape = g.shape
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and gshape[lead + i] != 1)
+    if axes:
+        g = _reduce.sum(g, axis=axes, keepdims=False)
+    if g.shape != shape:
+        g = _shape.reshape(g, shape)
+    return g
+
+
+def elementwise(name, ufunc, vjp=None, *, save=None, examples=None, domain=(-2.0, 2.0),
+                differentiable=True, impl=None):
+    """Declare an elementwise primitive.
+
+    ``ufunc`` is the NumPy ufunc the op answers to and whose dtype rule it follows; where
+    NumPy has no ufunc for the op, ``impl`` is the implementation and ``ufunc`` only a
+    ufunc with the same dtype rule (the op then answers to no NumPy name).
+    """
+    return Primitive(name, impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
+                     examples=examples if examples is not None else
+                     (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
+                     domain=domain, differentiable=differentiable,
+                     numpy=(ufunc,) if impl is None else (), ufunc=True)
+
+
+NOTHING = (False, False)         # VJP needs only the shapes of the inputs
+INPUTS = (True, False)           # VJP reads the inputs
+OUTPUT = (False, True)           # VJP reads the output
+
+# -- arithmetic ---------------------------------------------------------------
+
+add = elementwise("add", np.add, [
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(g, y.shape),
+], save=NOTHING)
+
+subtract = elementwise("subtract", np.subtract, [
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(negative(g), y.shape),
+], save=NOTHING)
+
+multiply = elementwise("multiply", np.multiply, [
+    lambda g, out, x, y: unbroadcast(multiply(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(multiply(g, x), y.shape),
+], save=INPUTS)
+
+divide = elementwise("divide", np.true_divide, [
+    lambda g, out, x, y: unbroadcast(divide(g, y), x.shape),
+    lambda g, out, x, y: unbroadcast(negative(divide(multiply(g, out), y)), y.shape),
+], save=((False, True), True), examples=BINARY_EXAMPLES,
+    domain=((-2.0, 2.0), (0.5, 2.0)))
+
+
+def _power_vjp_x(g, out, x, y):
+    return unbroadcast(multiply(g, multiply(y, power(x, subtract(y, 1)))), x.shape)
+
+
+def _power_vjp_y(g, out, x, y):
+    positive = greater(x, 0)
+    safe_log = where(positive, log(where(positive, x, 1)), 0)
+    return unbroadcast(multiply(g, multiply(out, safe_log)), y.shape)
+
+
+power = elementwise("power", np.power, [_power_vjp_x, _power_vjp_y], save=(True, True),
+                    examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
+                    domain=((0.5, 2.0), (-1.5, 1.5)))
+
+maximum = elementwise("maximum", np.maximum, [
+    lambda g, out, x, y: unbroadcast(where(greater_equal(x, y), g, 0), x.shape),
+    lambda g, out, x, y: unbroadcast(where(less(x, y), g, 0), y.shape),
+], save=INPUTS)
+
+minimum = elementwise("minimum", np.minimum, [
+    lambda g, out, x, y: unbroadcast(where(less_equal(x, y), g, 0), x.shape),
+    lambda g, out, x, y: unbroadcast(where(greater(x, y), g, 0), y.shape),
+], save=INPUTS)
+
+mod = elementwise("mod", np.remainder, [
+    lambda g, out, x, y: unbroadcast(g, x.shape),
+    lambda g, out, x, y: unbroadcast(negative(multiply(g, floor_divide(x, y))), y.shape),
+], save=INPUTS, domain=((2.1, 2.9), (1.1, 1.9)))
+
+floor_divide = elementwise("floor_divide", np.floor_divide, differentiable=False)
+
+# -- unary math -------------------------------------------------------------------
+
+negative = elementwise("negative", np.negative, [lambda g, out, x: negative(g)], save=NOTHING)
+abs = elementwise("abs", np.absolute, [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
+sign = elementwise("sign", np.sign, differentiable=False)
+exp = elementwise("exp", np.exp, [lambda g, out, x: multiply(g, out)], save=OUTPUT)
+expm1 = elementwise("expm1", np.expm1, [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT)
+log = elementwise("log", np.log, [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0))
+log1p = elementwise("log1p", np.log1p, [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
+                    domain=(-0.5, 2.0))
+sqrt = elementwise("sqrt", np.sqrt, [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
+                   domain=(0.5, 3.0))
+square = elementwise("square", np.square, [lambda g, out, x: multiply(g, multiply(x, 2))],
+                     save=INPUTS)
+sin = elementwise("sin", np.sin, [lambda g, out, x: multiply(g, cos(x))], save=INPUTS)
+cos = elementwise("cos", np.cos, [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS)
+tan = elementwise("tan", np.tan, [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
+                  save=OUTPUT, domain=(-1.2, 1.2))
+tanh = elementwise("tanh", np.tanh, [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
+                   save=OUTPUT)
+arctan = elementwise("arctan", np.arctan, [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
+                     save=INPUTS)
+
+# Numerically stable forms: no overflow for large |x|, finite gradients at +-100 and beyond.
+sigmoid = elementwise("sigmoid", np.exp, [
+    lambda g, out, x: multiply(g, multiply(out, subtract(1, out))),
+], save=OUTPUT, domain=(-6.0, 6.0), impl=special.expit)
+softplus = elementwise("softplus", np.exp, [lambda g, out, x: multiply(g, sigmoid(x))],
+                       save=INPUTS, domain=(-6.0, 6.0), impl=lambda x: np.logaddexp(0, x))
+relu = elementwise("relu", np.positive, [lambda g, out, x: where(greater(out, 0), g, 0)],
+                   save=OUTPUT, impl=lambda x: np.maximum(x, 0))
+
+# -- comparisons and logic (no gradient) ----------------------------------------------
+
+equal = elementwise("equal", np.equal, differentiable=False)
+not_equal = elementwise("not_equal", np.not_equal, differentiable=False)
+greater = elementwise("greater", np.greater, differentiable=False)
+greater_equal = elementwise("greater_equal", np.greater_equal, differentiable=False)
+less = elementwise("less", np.less, differentiable=False)
+less_equal = elementwise("less_equal", np.less_equal, differentiable=False)
+logical_and = elementwise("logical_and", np.logical_and, differentiable=False)
+logical_or = elementwise("logical_or", np.logical_or, differentiable=False)
+logical_not = elementwise("logical_not", np.logical_not, differentiable=False)
+isfinite = elementwise("isfinite", np.isfinite, differentiable=False)
+isnan = elementwise("isnan", np.isnan, differentiable=False)
+
+# -- selection, casts, identity ---------------------------------------------------------
+
+
+def _where_abstract(cond, x, y):
+    shape = broadcast_shapes("where", shape_of(cond), shape_of(x), shape_of(y))
+    return Aval(shape, ufunc_dtype("where", np.add, (x, y)))   # np.add promotes as np.where does
+
+
+_COND = Fixed(np.array([[True, False, True], [False, False, True]]))
+_where = Primitive("where", np.where, abstract=_where_abstract, vjp=[
+    None,
+    lambda g, out, c, x, y: unbroadcast(_where.bind(c, g, 0), x.shape),
+    lambda g, out, c, x, y: unbroadcast(_where.bind(c, 0, g), y.shape),
+], save=((True, False, False), False), examples=[
+    ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
+    ex(Fixed(np.array([True, False])), (3, 2), (2,)),
+])
+
+
+@numpy_dispatch(np.where)
+def where(condition, x=None, y=None):
+    """Elements of ``x`` where ``condition`` holds, of ``y`` elsewhere (broadcast together)."""
+    if x is None or y is None:
+        raise UnsupportedError(at_user_line(
+            "where: the one-argument form (indices of nonzero elements) is not supported; "
+            "pass both x and y"))
+    return _where.bind(condition, x, y)
+
+
+def _cast_impl(x, dtype):
+    return x.astype(dtype) if hasattr(x, "astype") else np.asarray(x, dtype)
+
+
+def _cast_vjp(g, out, x, dtype):
+    return _cast.bind(g, dtype=x.dtype) if x.dtype.kind in "fc" else None
+
+
+_cast = Primitive("cast", _cast_impl, abstract=lambda x, dtype: Aval(shape_of(x), dtype),
+                  vjp=[_cast_vjp], save=NOTHING,
+                  examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))])
+
+
+def cast(x, dtype):
+    """``x`` converted to ``dtype`` (the gradient is cast back)."""
+    return _cast.bind(x, dtype=np.dtype(dtype))
+
+
+identity = Primitive("identity", lambda x: x, abstract=lambda x: Aval(shape_of(x), x.dtype),
+                     vjp=[lambda g, out, x: g], save=NOTHING, examples=UNARY_EXAMPLES)
+
+stop_gradient = Primitive("stop_gradient", lambda x: x,
+                          abstract=lambda x: Aval(shape_of(x), x.dtype), differentiable=False,
+                          examples=UNARY_EXAMPLES)
+
+
+@composite(examples=[ex((2, 3), -0.5, 0.5), ex((4,), None, 0.3), ex((2, 2), -0.2, None),
+                     ex((3,), (3,), 1.0)], numpy=(np.clip,))
+def clip(x, a_min=None, a_max=None):
+    """Values limited to [a_min, a_max]; either bound may be None."""
+    if a_min is not None:
+        x = maximum(x, a_min)
+    if a_max is not None:
+        x = minimum(x, a_max)
+    return x

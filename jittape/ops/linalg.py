@@ -1,0 +1,153 @@
+"""Linear algebra: matmul (NumPy's rules, batched), dot, outer, einsum.
+
+``einsum`` takes one or two operands with explicit or implicit output; each index
+appears at most once per operand (no diagonals) and ``...`` is not supported.
+"""
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError, at_user_line
+from . import elementwise as _ew
+from . import shape as _sh
+from .core import Aval, PerInput, Primitive, broadcast_shapes, composite, ex, numpy_dispatch, shape_of
+
+
+def _matmul_abstract(x, y):
+    a, b = shape_of(x), shape_of(y)
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError(at_user_line(
+            f"matmul: operands must have at least one axis, got shapes {a} and {b}"))
+    k1 = a[-1]
+    k2 = b[-2] if len(b) > 1 else b[0]
+    if k1 != k2:
+        raise ShapeError(at_user_line(
+            f"matmul: shapes {a} and {b} are not aligned: {k1} (last axis of the first) != "
+            f"{k2} ({'second-to-last' if len(b) > 1 else 'only'} axis of the second)"))
+    batch = broadcast_shapes("matmul", a[:-2], b[:-2])
+    shape = batch + (a[-2:-1] if len(a) > 1 else ()) + (b[-1:] if len(b) > 1 else ())
+    return Aval(shape, np.result_type(x.dtype, y.dtype))
+
+
+def _as_matrices(g, x, y):
+    """The cotangent with the axes that 1-D operands dropped put back."""
+    if x.ndim == 1:
+        g = _sh.expand_dims(g, g.ndim - (0 if y.ndim == 1 else 1))
+    if y.ndim == 1:
+        g = _sh.expand_dims(g, g.ndim)
+    return g
+
+
+def _matmul_vjp_x(g, out, x, y):
+    g = _as_matrices(g, x, y)
+    y2 = y if y.ndim > 1 else _sh.reshape(y, (1, y.shape[0]))
+    gx = matmul(g, _sh.swapaxes(y2, -1, -2) if y.ndim > 1 else y2)
+    if x.ndim == 1:
+        return _sh.reshape(_ew.unbroadcast(gx, (1, x.shape[0])), x.shape)
+    return _ew.unbroadcast(gx, x.shape)
+
+
+def _matmul_vjp_y(g, out, x, y):
+    g = _as_matrices(g, x, y)
+    x2 = x if x.ndim > 1 else _sh.reshape(x, (x.shape[0], 1))
+    gy = matmul(_sh.swapaxes(x2, -1, -2) if x.ndim > 1 else x2, g)
+    if y.ndim == 1:
+        return _sh.reshape(_ew.unbroadcast(gy, (y.shape[0], 1)), y.shape)
+    return _ew.unbroadcast(gy, y.shape)
+
+
+matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
+                   vjp=[_matmul_vjp_x, _matmul_vjp_y], save=(True, False),
+                   examples=[ex((2, 3), (3, 4)), ex((3,), (3, 2)), ex((2, 3), (3,)), ex((3,), (3,)),
+                             ex((2, 2, 3), (3, 4)), ex((2, 1, 2, 3), (3, 3, 2)),
+                             ex((1, 3), (3, 1))],
+                   numpy=(np.matmul,), ufunc=True)
+
+
+@numpy_dispatch(np.dot)
+def dot(a, b):
+    """NumPy's ``dot`` for operands of up to two axes (and N-D with a 1-D/2-D second operand)."""
+    na, nb = np.ndim(a) if not hasattr(a, "ndim") else a.ndim, np.ndim(b) if not hasattr(b, "ndim") else b.ndim
+    if na == 0 or nb == 0:
+        return _ew.multiply(a, b)
+    if nb > 2:
+        raise UnsupportedError(at_user_line(
+            "dot: a second operand with more than two axes is not supported; use matmul or einsum"))
+    return matmul(a, b)
+
+
+@composite(examples=[ex((3,), (4,)), ex((2, 2), (3,))], numpy=(np.outer,))
+def outer(a, b):
+    """Outer product of the flattened operands."""
+    return _ew.multiply(_sh.reshape(a, (-1, 1)), _sh.reshape(b, (1, -1)))
+
+
+# -- einsum ------------------------------------------------------------------------------
+
+def parse_einsum(spec, n_operands):
+    """'ij,jk->ik' -> (['ij', 'jk'], 'ik'), checked; implicit outputs made explicit."""
+    spec = spec.replace(" ", "")
+    if "." in spec:
+        raise UnsupportedError(at_user_line(f"einsum: '...' is not supported (spec {spec!r})"))
+    if "->" in spec:
+        lhs, out = spec.split("->")
+    else:
+        lhs = spec
+        letters = lhs.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = lhs.split(",")
+    if len(ins) != n_operands or n_operands not in (1, 2):
+        raise UnsupportedError(at_user_line(
+            f"einsum: spec {spec!r} with {n_operands} operands: one or two operands are supported"))
+    for s in ins + [out]:
+        if len(set(s)) != len(s) or not s.isalpha() and s:
+            raise UnsupportedError(at_user_line(
+                f"einsum: repeated index in {s!r} of {spec!r} (diagonals are not supported)"))
+    missing = set(out) - set("".join(ins))
+    if missing:
+        raise ShapeError(at_user_line(f"einsum: output index {sorted(missing)} of {spec!r} "
+                                      "appears in no operand"))
+    return ins, out
+
+
+def _einsum_abstract(*operands, spec):
+    ins, out = parse_einsum(spec, len(operands))
+    sizes = {}
+    for s, op in zip(ins, operands):
+        shape = shape_of(op)
+        if len(shape) != len(s):
+            raise ShapeError(at_user_line(f"einsum: operand {s!r} of {spec!r} has shape {shape}"))
+        for c, d in zip(s, shape):
+            if sizes.setdefault(c, d) != d:
+                raise ShapeError(at_user_line(
+                    f"einsum: index {c!r} of {spec!r} has sizes {sizes[c]} and {d} "
+                    f"(shapes {', '.join(str(shape_of(o)) for o in operands)})"))
+    return Aval(tuple(sizes[c] for c in out), np.result_type(*[o.dtype for o in operands]))
+
+
+def _einsum_vjp(k, g, out, *operands, spec):
+    ins, o = parse_einsum(spec, len(operands))
+    target = ins[k]
+    others = [(s, op) for j, (s, op) in enumerate(zip(ins, operands)) if j != k]
+    available = set(o).union(*[set(s) for s, _ in others])
+    kept = "".join(c for c in target if c in available)
+    sub = ",".join([o] + [s for s, _ in others]) + "->" + kept
+    grad = einsum(sub, g, *[op for _, op in others])
+    if kept != target:                    # indices summed away by the op alone: broadcast back
+        shape = tuple(operands[k].shape[i] if c in kept else 1 for i, c in enumerate(target))
+        grad = _sh.broadcast_to(_sh.reshape(grad, shape), operands[k].shape)
+    return grad
+
+
+_einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract=_einsum_abstract,
+                    vjp=PerInput(_einsum_vjp), save=None,
+                    examples=[ex((2, 3), (3, 4), spec="ij,jk->ik"), ex((2, 3), (2, 3), spec="ij,ij->i"),
+                              ex((2, 3, 4), (2, 4, 5), spec="bij,bjk->bik"),
+                              ex((3,), (4,), spec="i,j->ij"), ex((2, 3), spec="ij->ji"),
+                              ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")])
+
+
+@numpy_dispatch(np.einsum)
+def einsum(spec, *operands):
+    """Einstein summation over one or two operands, e.g. ``einsum('bij,bjk->bik', a, b)``."""
+    ins, out = parse_einsum(spec, len(operands))
+    return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)

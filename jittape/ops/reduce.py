@@ -1,0 +1,157 @@
+"""Reductions over any set of axes, with ``keepdims``.
+
+Integer sums and products keep their dtype (as in TensorFlow and JAX, where NumPy
+would widen to int64); ``mean`` follows NumPy (integers give float64) while the
+TensorFlow alias ``reduce_mean`` keeps an integer dtype, as TensorFlow does.
+"""
+
+import numpy as np
+
+from . import elementwise as _ew
+from . import shape as _shape
+from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, shape_of
+
+REDUCE_EXAMPLES = [
+    ex((2, 3), axis=(0, 1), keepdims=False), ex((2, 3), axis=(1,), keepdims=False),
+    ex((2, 3), axis=(0,), keepdims=True), ex((2, 1, 4), axis=(0, 2), keepdims=True),
+    ex((3,), axis=(0,), keepdims=False), ex((), axis=(), keepdims=False),
+    ex((2, 3, 2), axis=(1,), keepdims=False),
+]
+
+
+def _reduced_shape(shape, axis, keepdims):
+    if keepdims:
+        return tuple(1 if i in axis else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axis)
+
+
+def _reduce_abstract(name):
+    def abstract(x, axis, keepdims):
+        shape = shape_of(x)
+        normalize_axes(name, axis, len(shape))
+        return Aval(_reduced_shape(shape, axis, keepdims), x.dtype)
+    return abstract
+
+
+def _keepdims_shape(x, axis):
+    return tuple(1 if i in axis else d for i, d in enumerate(x.shape))
+
+
+def expand_reduced(g, x, axis, keepdims):
+    """A reduction's cotangent broadcast back to the input's shape."""
+    if not keepdims:
+        g = _shape.reshape(g, _keepdims_shape(x, axis))
+    return _shape.broadcast_to(g, x.shape)
+
+
+def _sum_impl(x, axis, keepdims):
+    x = np.asarray(x)
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype if x.dtype.kind in "iub" else None)
+
+
+_sum = Primitive("sum", _sum_impl, abstract=_reduce_abstract("sum"), vjp=[
+    lambda g, out, x, axis, keepdims: expand_reduced(g, x, axis, keepdims),
+], save=(False, False), examples=REDUCE_EXAMPLES)
+
+
+def _extremum_vjp(g, out, x, axis, keepdims):
+    # The gradient is shared equally among the elements that attain the extremum.
+    if not keepdims:
+        out = _shape.reshape(out, _keepdims_shape(x, axis))
+        g = _shape.reshape(g, out.shape)
+    mask = _ew.cast(_ew.equal(x, out), x.dtype)
+    count = _sum.bind(mask, axis=axis, keepdims=True)
+    return _ew.multiply(_ew.divide(g, count), mask)
+
+
+_max = Primitive("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
+                 abstract=_reduce_abstract("max"), vjp=[_extremum_vjp], save=(True, True),
+                 examples=REDUCE_EXAMPLES)
+_min = Primitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
+                 abstract=_reduce_abstract("min"), vjp=[_extremum_vjp], save=(True, True),
+                 examples=REDUCE_EXAMPLES)
+
+
+def _prod_impl(x, axis, keepdims):
+    x = np.asarray(x)
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype if x.dtype.kind in "iub" else None)
+
+
+def _prod_vjp(g, out, x, axis, keepdims):
+    # d prod / d x_i = prod / x_i (inputs with zeros give inf/nan, as in TensorFlow's fast path)
+    g = expand_reduced(g, x, axis, keepdims)
+    out = expand_reduced(out, x, axis, keepdims)
+    return _ew.divide(_ew.multiply(g, out), x)
+
+
+_prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp],
+                  save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5))
+
+
+def _ndim(x):
+    return np.ndim(x) if not hasattr(x, "ndim") else x.ndim
+
+
+@numpy_dispatch(np.sum)
+def sum(x, axis=None, keepdims=False):
+    """Sum over ``axis`` (an int, a tuple, or None for all axes)."""
+    return _sum.bind(x, axis=normalize_axes("sum", axis, _ndim(x)), keepdims=bool(keepdims))
+
+
+@numpy_dispatch(np.max, np.amax)
+def max(x, axis=None, keepdims=False):
+    return _max.bind(x, axis=normalize_axes("max", axis, _ndim(x)), keepdims=bool(keepdims))
+
+
+@numpy_dispatch(np.min, np.amin)
+def min(x, axis=None, keepdims=False):
+    return _min.bind(x, axis=normalize_axes("min", axis, _ndim(x)), keepdims=bool(keepdims))
+
+
+@numpy_dispatch(np.prod)
+def prod(x, axis=None, keepdims=False):
+    return _prod.bind(x, axis=normalize_axes("prod", axis, _ndim(x)), keepdims=bool(keepdims))
+
+
+def count(x, axis):
+    """The number of elements a reduction over ``axis`` combines."""
+    shape = np.shape(x) if not hasattr(x, "shape") else x.shape
+    n = 1
+    for a in normalize_axes("mean", axis, len(shape)):
+        n *= shape[a]
+    return n
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 1, 4), axis=(0, 2), keepdims=True),
+                     ex(())], numpy=(np.mean,))
+def mean(x, axis=None, keepdims=False):
+    """Arithmetic mean (NumPy's: integer inputs give float64)."""
+    return _ew.divide(sum(x, axis, keepdims), count(x, axis))
+
+
+def reduce_mean(x, axis=None, keepdims=False):
+    """TensorFlow's mean: like ``mean``, but integer inputs keep their dtype (floor division)."""
+    if np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind in "iu":
+        return _ew.floor_divide(sum(x, axis, keepdims), count(x, axis))
+    return mean(x, axis, keepdims)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True),
+                     ex((4,), axis=-1), ex((2, 1, 3), axis=(0, 2))], domain=(-3.0, 3.0))
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) computed stably (no overflow for large x)."""
+    m = _ew.stop_gradient(max(x, axis, keepdims=True))
+    m = _ew.where(_ew.isfinite(m), m, 0)
+    s = sum(_ew.exp(_ew.subtract(x, m)), axis, keepdims=True)
+    out = _ew.add(_ew.log(s), m)
+    if not keepdims:
+        out = _shape.reshape(out, _reduced_shape(out.shape, normalize_axes("logsumexp", axis, _ndim(x)),
+                                                 False))
+    return out
+
+
+reduce_sum = sum
+reduce_max = max
+reduce_min = min
+reduce_prod = prod
+reduce_logsumexp = logsumexp

@@ -1,0 +1,362 @@
+"""Shape primitives: reshape, transpose, broadcast_to, concatenate, indexing.
+
+``getitem`` takes ints, slices, ``None``, ``...`` and integer arrays (NumPy's basic
+and advanced indexing); its VJP is ``index_add``, which scatters a cotangent into
+zeros (adding where indices repeat), and whose own VJP is ``getitem`` again.
+"""
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError, at_user_line
+from ..tensor import Tensor
+from . import elementwise as _ew
+from .core import Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch, shape_of
+
+
+def _ndim(x):
+    return x.ndim if hasattr(x, "ndim") else np.ndim(x)
+
+
+def _shape(x):
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+# -- reshape ----------------------------------------------------------------------
+
+def _reshape_abstract(x, shape):
+    old = shape_of(x)
+    if int(np.prod(old, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+        raise ShapeError(at_user_line(f"reshape: cannot reshape a tensor of shape {old} into "
+                                      f"shape {shape}"))
+    return Aval(shape, x.dtype)
+
+
+_reshape = Primitive("reshape", lambda x, shape: np.reshape(x, shape), abstract=_reshape_abstract,
+                     vjp=[lambda g, out, x, shape: reshape(g, x.shape)], save=(False, False),
+                     examples=[ex((2, 3), shape=(3, 2)), ex((2, 3), shape=(6,)),
+                               ex((6,), shape=(1, 2, 3)), ex((), shape=(1, 1)), ex((1,), shape=())])
+
+
+def resolve_shape(op, old, shape):
+    """A target shape with its one ``-1`` replaced; a ShapeError if sizes do not match."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    size = int(np.prod(old, dtype=np.int64))
+    if shape.count(-1) > 1:
+        raise ShapeError(at_user_line(f"{op}: more than one -1 in shape {shape}"))
+    if -1 in shape:
+        rest = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if rest == 0 or size % rest:
+            raise ShapeError(at_user_line(
+                f"{op}: cannot reshape a tensor of shape {tuple(old)} ({size} elements) into "
+                f"shape {shape}"))
+        shape = tuple(size // rest if d == -1 else d for d in shape)
+    if int(np.prod(shape, dtype=np.int64)) != size or any(d < 0 for d in shape):
+        raise ShapeError(at_user_line(
+            f"{op}: cannot reshape a tensor of shape {tuple(old)} ({size} elements) into "
+            f"shape {shape}"))
+    return shape
+
+
+@numpy_dispatch(np.reshape)
+def reshape(x, shape):
+    """``x`` with a new shape of the same size (one entry may be -1)."""
+    shape = resolve_shape("reshape", _shape(x), shape)
+    if _shape(x) == shape and isinstance(x, Tensor):
+        return x
+    return _reshape.bind(x, shape=shape)
+
+
+# -- transpose --------------------------------------------------------------------
+
+def _transpose_abstract(x, axes):
+    shape = shape_of(x)
+    if sorted(axes) != list(range(len(shape))):
+        raise ShapeError(at_user_line(f"transpose: axes {axes} are not a permutation of the "
+                                      f"axes of a tensor of shape {shape}"))
+    return Aval(tuple(shape[a] for a in axes), x.dtype)
+
+
+_transpose = Primitive("transpose", lambda x, axes: np.transpose(x, axes),
+                       abstract=_transpose_abstract,
+                       vjp=[lambda g, out, x, axes: _transpose.bind(g, axes=tuple(np.argsort(axes)))],
+                       save=(False, False),
+                       examples=[ex((2, 3), axes=(1, 0)), ex((2, 3, 4), axes=(2, 0, 1)),
+                                 ex((3,), axes=(0,)), ex((1, 2, 1), axes=(1, 2, 0))])
+
+
+@numpy_dispatch(np.transpose)
+def transpose(x, axes=None):
+    """Permute axes (reverse them when ``axes`` is None)."""
+    ndim = _ndim(x)
+    axes = tuple(range(ndim))[::-1] if axes is None else tuple(int(a) % max(ndim, 1) for a in axes)
+    if len(axes) != ndim or sorted(axes) != list(range(ndim)):
+        raise ShapeError(at_user_line(
+            f"transpose: axes {axes} are not a permutation of the axes of a tensor of shape "
+            f"{_shape(x)}"))
+    if axes == tuple(range(ndim)):
+        return x
+    return _transpose.bind(x, axes=axes)
+
+
+def swapaxes(x, a, b):
+    perm = list(range(_ndim(x)))
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+# -- broadcast_to -------------------------------------------------------------------
+
+def _broadcast_to_abstract(x, shape):
+    old = shape_of(x)
+    ok = len(old) <= len(shape) and all(
+        d == 1 or d == n for d, n in zip(old[::-1], shape[::-1]))
+    if not ok:
+        raise ShapeError(at_user_line(f"broadcast_to: cannot broadcast shape {old} to {shape}"))
+    return Aval(shape, x.dtype)
+
+
+_broadcast_to = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
+                          abstract=_broadcast_to_abstract,
+                          vjp=[lambda g, out, x, shape: _ew.unbroadcast(g, x.shape)],
+                          save=(False, False),
+                          examples=[ex((3,), shape=(2, 3)), ex((2, 1), shape=(2, 4)),
+                                    ex((), shape=(3,)), ex((1, 3), shape=(2, 2, 3))])
+
+
+@numpy_dispatch(np.broadcast_to)
+def broadcast_to(x, shape):
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if _shape(x) == shape and isinstance(x, Tensor):
+        return x
+    return _broadcast_to.bind(x, shape=shape)
+
+
+# -- concatenate -------------------------------------------------------------------
+
+def _concat_abstract(*xs, axis):
+    shapes = [shape_of(x) for x in xs]
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
+            raise ShapeError(at_user_line(
+                f"concatenate: shapes {', '.join(map(str, shapes))} differ outside axis {axis}"))
+    out = list(first)
+    out[axis] = sum(s[axis] for s in shapes)
+    dtype = np.result_type(*[x.dtype for x in xs])
+    return Aval(tuple(out), dtype)
+
+
+def _concat_vjp(k, g, out, *xs, axis):
+    start = sum(x.shape[axis] for x in xs[:k])
+    return slice_axis(g, axis, start, start + xs[k].shape[axis])
+
+
+def slice_axis(x, axis, start, stop):
+    """``x[..., start:stop, ...]`` along one axis."""
+    return getitem(x, (slice(None),) * axis + (slice(start, stop),))
+
+
+_concatenate = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis),
+                         abstract=_concat_abstract, vjp=PerInput(_concat_vjp), save=(False, False),
+                         examples=[ex((2, 3), (1, 3), axis=0), ex((2, 3), (2, 1), (2, 2), axis=1),
+                                   ex((3,), (4,), axis=0)])
+
+
+@numpy_dispatch(np.concatenate)
+def concatenate(xs, axis=0):
+    """Join a sequence of tensors along an existing axis."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError(at_user_line("concatenate: needs at least one tensor"))
+    ndim = _ndim(xs[0])
+    if ndim == 0:
+        raise ShapeError(at_user_line("concatenate: zero-dimensional tensors cannot be concatenated"))
+    (axis,) = normalize_axes("concatenate", axis, ndim)
+    if len(xs) == 1:
+        return xs[0] if isinstance(xs[0], Tensor) else _ew.identity(xs[0])
+    return _concatenate.bind(*xs, axis=axis)
+
+
+concat = concatenate
+
+
+@composite(examples=[ex((2, 3), (2, 3)), ex((3,), (3,), (3,), axis=1), ex((), ())],
+           numpy=(np.stack,), call=lambda *xs, **params: stack(xs, **params))
+def stack(xs, axis=0):
+    """Join a sequence of same-shaped tensors along a new axis."""
+    xs = list(xs)
+    if not xs:
+        raise ValueError(at_user_line("stack: needs at least one tensor"))
+    (axis,) = normalize_axes("stack", axis, _ndim(xs[0]) + 1)
+    shapes = {_shape(x) for x in xs}
+    if len(shapes) > 1:
+        raise ShapeError(at_user_line(f"stack: all tensors need the same shape, got "
+                                      f"{', '.join(str(_shape(x)) for x in xs)}"))
+    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+
+
+@composite(examples=[ex((2, 3), axis=0), ex((3,), axis=1), ex((2, 2), axis=(0, 3))],
+           numpy=(np.expand_dims,))
+def expand_dims(x, axis):
+    """Insert size-1 axes at ``axis`` (an int or tuple, positions in the result)."""
+    shape = list(_shape(x))
+    axes = normalize_axes("expand_dims", axis, len(shape) + (1 if isinstance(axis, int) else len(axis)))
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+@composite(examples=[ex((1, 3)), ex((2, 1, 1), axis=1), ex((1, 1), axis=(0, 1))],
+           numpy=(np.squeeze,))
+def squeeze(x, axis=None):
+    """Remove size-1 axes (all of them, or those in ``axis``)."""
+    shape = _shape(x)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    else:
+        axes = normalize_axes("squeeze", axis, len(shape))
+        bad = [a for a in axes if shape[a] != 1]
+        if bad:
+            raise ShapeError(at_user_line(
+                f"squeeze: axis {bad[0]} of a tensor of shape {shape} has size {shape[bad[0]]}, not 1"))
+    return reshape(x, tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+# -- indexing -------------------------------------------------------------------------
+
+def _as_index_array(item):
+    value = item._value if isinstance(item, Tensor) else np.asarray(item)
+    value = np.asarray(value)
+    if value.dtype == bool:
+        return list(np.nonzero(value))
+    if value.dtype.kind not in "iu":
+        raise UnsupportedError(at_user_line(
+            f"getitem: index arrays must be integers or booleans, got {value.dtype}"))
+    return [value]
+
+
+def parse_index(index):
+    """(static index spec, index arrays) for ``x[index]``."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    spec, arrays = [], []
+    for item in index:
+        if item is None:
+            spec.append(("new",))
+        elif item is Ellipsis:
+            spec.append(("ellipsis",))
+        elif isinstance(item, slice):
+            spec.append(("slice",) + tuple(None if v is None else int(v)
+                                           for v in (item.start, item.stop, item.step)))
+        elif isinstance(item, (bool, np.bool_)):
+            raise UnsupportedError(at_user_line("getitem: a bare boolean index is not supported"))
+        elif isinstance(item, (int, np.integer)):
+            spec.append(("int", int(item)))
+        elif isinstance(item, Tensor) and item.ndim == 0 and item.dtype.kind in "iu":
+            spec.append(("int", int(item)))
+        else:
+            for arr in _as_index_array(item):
+                spec.append(("array", len(arrays)))
+                arrays.append(arr)
+    return tuple(spec), arrays
+
+
+def build_index(spec, arrays):
+    out = []
+    for item in spec:
+        kind = item[0]
+        if kind == "slice":
+            out.append(slice(*item[1:]))
+        elif kind == "int":
+            out.append(item[1])
+        elif kind == "array":
+            out.append(arrays[item[1]])
+        elif kind == "new":
+            out.append(None)
+        else:
+            out.append(Ellipsis)
+    return tuple(out)
+
+
+def _getitem_impl(x, *arrays, index):
+    return np.asarray(x)[build_index(index, arrays)]
+
+
+def _getitem_abstract(x, *arrays, index):
+    shape = shape_of(x)
+    probe = np.broadcast_to(np.empty((), np.int8), shape)
+    dummies = [np.zeros(shape_of(a), np.intp) for a in arrays]
+    try:
+        result = probe[build_index(index, dummies)]
+    except IndexError as err:
+        raise ShapeError(at_user_line(f"getitem: {err} (tensor of shape {shape})")) from None
+    return Aval(result.shape, x.dtype)
+
+
+def _getitem_vjp(g, out, x, *arrays, index):
+    return _index_add.bind(g, *arrays, index=index, shape=x.shape)
+
+
+getitem_prim = Primitive(
+    "getitem", _getitem_impl, abstract=_getitem_abstract, vjp=PerInput(
+        lambda k, g, out, x, *arrays, index: _getitem_vjp(g, out, x, *arrays, index=index)
+        if k == 0 else None),
+    save=((False,), False),
+    examples=[
+        ex((4, 3), index=(("int", 1),)),
+        ex((4, 3), index=(("slice", 1, None, 2), ("int", -1))),
+        ex((4, 3), index=(("ellipsis",), ("new",), ("slice", None, 2, None))),
+        ex((5,), index=(("slice", None, None, -2),)),
+        ex((4, 3), Fixed(np.array([0, 2, 2, 3])), index=(("array", 0),)),
+        ex((4, 3), Fixed(np.array([[1, 0]])), Fixed(np.array([2, 2])),
+           index=(("array", 0), ("array", 1))),
+        ex((2, 4, 3), Fixed(np.array([3, 0])), index=(("slice", None, None, None), ("array", 0))),
+    ])
+
+
+def _index_add_impl(g, *arrays, index, shape):
+    g = np.asarray(g)
+    out = np.zeros(shape, g.dtype)
+    idx = build_index(index, arrays)
+    if arrays:
+        np.add.at(out, idx, g)
+    else:
+        out[idx] = g
+    return out
+
+
+_index_add = Primitive(
+    "index_add", _index_add_impl,
+    abstract=lambda g, *arrays, index, shape: Aval(shape, g.dtype),
+    vjp=PerInput(lambda k, g, out, ct, *arrays, index, shape:
+                 getitem_prim.bind(g, *arrays, index=index) if k == 0 else None),
+    save=((False,), False),
+    examples=[
+        ex((3,), index=(("int", 1),), shape=(4, 3)),
+        ex((2, 3), index=(("slice", 1, None, 2),), shape=(4, 3)),
+        ex((4, 3), Fixed(np.array([0, 2, 2, 3])), index=(("array", 0),), shape=(4, 3)),
+    ])
+
+
+def getitem(x, index):
+    """``x[index]`` with NumPy's indexing rules (boolean masks only in eager code)."""
+    spec, arrays = parse_index(index)
+    return getitem_prim.bind(x, *arrays, index=spec)
+
+
+@composite(examples=[ex((5,), Fixed(np.array([4, 0, 0]))),
+                     ex((3, 4), Fixed(np.array([1, 1, 3])), axis=1),
+                     ex((3, 4), Fixed(np.array([[2], [0]])), axis=0)],
+           numpy=(np.take,))
+def take(x, indices, axis=None):
+    """Elements of ``x`` at ``indices`` along ``axis`` (of the flattened ``x`` when None)."""
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    (axis,) = normalize_axes("take", axis, _ndim(x))
+    return getitem(x, (slice(None),) * axis + (indices,))
+
+
+def gather(params, indices, axis=0):
+    """TensorFlow's name for ``take`` (with its default ``axis=0``)."""
+    return take(params, indices, axis=axis)

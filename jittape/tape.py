@@ -1,0 +1,445 @@
+"""The eager GradientTape, with TensorFlow's semantics.
+
+Every op applied while a tape records, and that reads a tensor the tape watches,
+appends an entry to the tape: the primitive, its parameters, what its VJP rules
+need (as declared by the primitive's ``save``), and the identities of its inputs
+and output. ``gradient`` sweeps the entries backwards, calling the primitives' own
+VJP rules, which are written with jittape ops: when another tape is recording, it
+records the backward computation too, which is how nested tapes give Hessians.
+
+A zero gradient is ``None`` throughout (DESIGN.md rule 7); zeros are only made at
+the API boundary, for ``UnconnectedGradients.ZERO``.
+"""
+
+import contextlib
+import enum
+import functools
+import logging
+import warnings
+
+import numpy as np
+
+from . import tree
+from .errors import at_user_line
+from .tensor import Tensor, Variable
+
+logger = logging.getLogger("jittape")
+
+# The tapes that are recording now, innermost last.
+ACTIVE_TAPES = []
+
+
+class UnconnectedGradients(enum.Enum):
+    """What ``gradient`` returns for a source the target does not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _alias(var):
+    """A tensor holding a variable's current value under the variable's identity."""
+    t = object.__new__(Tensor)
+    t._value = var._value
+    t._id = var._id
+    return t
+
+
+def _saved_operand(a, keep):
+    if not isinstance(a, Tensor):
+        return a
+    if not keep:
+        from .ops.core import Aval
+        return Aval(a.shape, a.dtype)
+    return _alias(a) if isinstance(a, Variable) else a
+
+
+def record(prim, args, params, result):
+    """Called by ``Primitive.bind`` for each op applied while tapes record."""
+    if result._value.dtype.kind not in "fc":
+        return                                  # integer and bool values carry no gradient
+    entry = None
+    for tape in ACTIVE_TAPES:
+        watched = tape._watched
+        if tape._watch_accessed:
+            for a in args:
+                if type(a) is Variable and a._trainable and a._id not in watched:
+                    tape._watch_variable(a)
+        for a in args:
+            if isinstance(a, Tensor) and a._id in watched:
+                break
+        else:
+            continue
+        if entry is None:
+            entry = _make_entry(prim, args, params, result)
+        tape._entries.append(entry)
+        watched.add(result._id)
+
+
+def _make_entry(prim, args, params, result):
+    save = prim.save
+    if save is None:
+        saved = [_saved_operand(a, True) for a in args]
+        out = result
+    else:
+        keep_inputs, keep_out = save
+        if isinstance(keep_inputs, bool):
+            saved = [_saved_operand(a, keep_inputs) for a in args]
+        else:
+            n = len(keep_inputs)       # inputs past the mask (variadic index arrays) are kept
+            saved = [_saved_operand(a, keep_inputs[k] if k < n else True) for k, a in enumerate(args)]
+        out = result if keep_out else None
+    ids = tuple(a._id if isinstance(a, Tensor) else None for a in args)
+    return (prim, params, saved, out, ids, result._id)
+
+
+def _is_float(x):
+    return x.dtype.kind in "fc"
+
+
+class GradientTape:
+    """Records operations for automatic differentiation (``tf.GradientTape``'s semantics).
+
+    Args:
+      persistent: if False (the default) the tape can compute one set of gradients
+        (or one jacobian) and then releases what it recorded.
+      watch_accessed_variables: if True (the default) trainable Variables read while
+        the tape records are watched automatically.
+    """
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self._persistent = bool(persistent)
+        self._watch_accessed = bool(watch_accessed_variables)
+        self._entries = []
+        self._watched = set()
+        self._variables = {}            # id -> Variable, for watched_variables()
+        self._recording = False
+        self._used = False
+
+    # -- context ------------------------------------------------------------
+    def __enter__(self):
+        if self._recording:
+            raise ValueError("this GradientTape is already recording")
+        self._push()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._recording:
+            self._pop()
+
+    def _push(self):
+        ACTIVE_TAPES.append(self)
+        self._recording = True
+
+    def _pop(self):
+        ACTIVE_TAPES.remove(self)
+        self._recording = False
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        """Temporarily stop recording operations on this tape."""
+        if not self._recording:
+            raise ValueError("stop_recording() needs a tape that is recording "
+                             "(use it inside the tape's `with` block)")
+        position = ACTIVE_TAPES.index(self)
+        self._pop()
+        try:
+            yield
+        finally:
+            ACTIVE_TAPES.insert(position, self)
+            self._recording = True
+
+    def reset(self):
+        """Clear everything recorded and watched; the tape can be used again."""
+        self._entries = []
+        self._watched = set()
+        self._variables = {}
+        self._used = False
+
+    # -- watching -------------------------------------------------------------
+    def watch(self, tensor):
+        """Watch a tensor or variable (or a nested list/tuple/dict of them)."""
+        for t in tree.flatten(tensor)[0]:
+            if not isinstance(t, Tensor):
+                raise TypeError(at_user_line(
+                    f"GradientTape.watch: can only watch jittape Tensors and Variables, "
+                    f"got {type(t).__name__}"))
+            if not _is_float(t):
+                warnings.warn(
+                    f"The dtype of the watched tensor must be floating (e.g. float32), "
+                    f"got {t.dtype.name}: its gradients will be None", stacklevel=2)
+            if isinstance(t, Variable):
+                self._watch_variable(t)
+            else:
+                self._watched.add(t._id)
+
+    def _watch_variable(self, var):
+        self._watched.add(var._id)
+        self._variables[var._id] = var
+
+    def watched_variables(self):
+        """The variables this tape watches, in the order they were created."""
+        return tuple(self._variables[k] for k in sorted(self._variables))
+
+    # -- gradients ------------------------------------------------------------
+    def _begin_use(self, what):
+        if self._used and not self._persistent:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
+                               "set of gradients (or jacobians)")
+        if self._recording:
+            if not self._persistent:
+                self._pop()
+            else:
+                logger.warning("Calling GradientTape.%s on a persistent tape inside its context "
+                               "records the gradient computation too, which is less efficient",
+                               what)
+        self._used = True
+
+    def _end_use(self):
+        if not self._persistent:
+            self._entries = []          # release what was recorded
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """The gradient of ``target`` (summed over all its tensors) w.r.t. each source.
+
+        The result has the nesting of ``sources``; each gradient has its source's shape
+        and dtype, or is None (zeros with ``UnconnectedGradients.ZERO``) when the target
+        does not depend on it, the source was not watched, or is not floating.
+        """
+        unconnected = _unconnected(unconnected_gradients)
+        src_leaves, src_def = _sources(sources, "gradient")
+        self._begin_use("gradient")
+        try:
+            targets = tree.flatten(target)[0]
+            if output_gradients is None:
+                seeds = [None] * len(targets)
+            else:
+                seeds = tree.flatten(output_gradients, keep_none=True)[0]
+                if len(seeds) != len(targets):
+                    raise ValueError(at_user_line(
+                        f"GradientTape.gradient: {len(seeds)} output_gradients for "
+                        f"{len(targets)} targets; they must have the target's structure"))
+            grads = self._backprop(targets, seeds, src_leaves)
+        finally:
+            self._end_use()
+        return tree.unflatten(src_def, [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)])
+
+    def _backprop(self, targets, seeds, sources):
+        """Reverse sweep; returns one gradient (a Tensor or None) per source."""
+        from . import ops
+        grads = {}
+        for t, seed in zip(targets, seeds):
+            if not isinstance(t, Tensor) or not _is_float(t):
+                continue
+            if seed is None:
+                seed = ops.ones_like(t)
+            elif not isinstance(seed, Tensor):
+                seed = Tensor(np.asarray(seed, dtype=t.dtype))
+            if seed.shape != t.shape:
+                raise ValueError(at_user_line(
+                    f"GradientTape.gradient: output_gradients of shape {seed.shape} for a "
+                    f"target of shape {t.shape}"))
+            prev = grads.get(t._id)
+            grads[t._id] = seed if prev is None else ops.add(prev, seed)
+
+        source_ids = {s._id for s in sources if _is_float(s)}
+        entries = list(self._entries)
+        # Forward: which values depend on a source (only those need cotangents).
+        relevant = set(source_ids)
+        live = []
+        for entry in entries:
+            for i in entry[4]:
+                if i in relevant:
+                    relevant.add(entry[5])
+                    live.append(entry)
+                    break
+        # Backward: the primitives' VJP rules.
+        for prim, params, saved, out, ids, out_id in reversed(live):
+            g = grads.get(out_id)
+            if g is None:
+                continue
+            if out_id not in source_ids:
+                del grads[out_id]
+            if getattr(prim, "joint", False):
+                cts = prim.joint_vjp(g, [i in relevant for i in ids])
+            else:
+                cts = None
+            for k, i in enumerate(ids):
+                if i is None or i not in relevant:
+                    continue
+                if cts is not None:
+                    ct = cts[k]
+                else:
+                    rule = prim.vjp[k] if prim.vjp is not None else None
+                    if rule is None or not _is_float(saved[k]):
+                        continue
+                    ct = rule(g, out, *saved, **params)
+                if ct is None:
+                    continue
+                prev = grads.get(i)
+                grads[i] = ct if prev is None else ops.add(prev, ct)
+        return [grads.get(s._id) if _is_float(s) else None for s in sources]
+
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """d target[i...] / d source[j...], of shape ``target.shape + source.shape``."""
+        unconnected = _unconnected(unconnected_gradients)
+        src_leaves, src_def = _sources(sources, "jacobian")
+        self._begin_use("jacobian")
+        try:
+            rows = self._rows(target, src_leaves, target.shape if isinstance(target, Tensor) else ())
+        finally:
+            self._end_use()
+        from . import ops
+        out = []
+        for s, col in zip(src_leaves, rows):
+            shape = tuple(target.shape) + tuple(s.shape)
+            if col is None:
+                out.append(_finish(None, _aval(shape, s.dtype), unconnected))
+            else:
+                out.append(ops.reshape(col, shape))
+        return tree.unflatten(src_def, out)
+
+    def _rows(self, target, sources, shape, batch=False):
+        """Stacked gradients of each element of ``target`` (per batch row if ``batch``)."""
+        from . import ops
+        if not isinstance(target, Tensor):
+            raise TypeError(at_user_line("GradientTape.jacobian: the target must be a Tensor"))
+        if not _is_float(target):
+            return [None] * len(sources)
+        n = int(np.prod(shape[1:] if batch else shape, dtype=np.int64))
+        cols = [[] for _ in sources]
+        connected = [False] * len(sources)
+        for k in range(n):
+            seed = np.zeros(target.shape, target.dtype)
+            if batch:
+                seed.reshape(target.shape[0], -1)[:, k] = 1
+            else:
+                seed.reshape(-1)[k] = 1
+            grads = self._backprop([target], [Tensor(seed)], sources)
+            for j, (g, s) in enumerate(zip(grads, sources)):
+                if g is not None:
+                    connected[j] = True
+                cols[j].append(g)
+        out = []
+        for j, s in enumerate(sources):
+            if not connected[j]:
+                out.append(None)
+                continue
+            parts = [g if g is not None else ops.zeros_like(s) for g in cols[j]]
+            if not parts:
+                out.append(ops.zeros((0,) + tuple(s.shape), s.dtype))
+            else:
+                out.append(ops.stack([ops.cast(p, s.dtype) for p in parts], axis=1 if batch else 0))
+        return out
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """Per-example jacobians: ``target[b, i...]`` w.r.t. ``source[b, j...]``.
+
+        Assumes row ``b`` of the target depends only on row ``b`` of the source; the
+        result has shape ``(B,) + target.shape[1:] + source.shape[1:]``.
+        """
+        unconnected = _unconnected(unconnected_gradients)
+        (src,), _ = _sources(source, "batch_jacobian")
+        if not isinstance(target, Tensor) or target.ndim < 1 or src.ndim < 1:
+            raise ValueError(at_user_line(
+                "GradientTape.batch_jacobian: target and source need a leading batch axis"))
+        if target.shape[0] != src.shape[0]:
+            raise ValueError(at_user_line(
+                f"GradientTape.batch_jacobian: batch sizes differ: target {target.shape}, "
+                f"source {src.shape}"))
+        self._begin_use("batch_jacobian")
+        try:
+            (col,) = self._rows(target, [src], target.shape, batch=True)
+        finally:
+            self._end_use()
+        shape = tuple(target.shape) + tuple(src.shape[1:])
+        if col is None:
+            return _finish(None, _aval(shape, src.dtype), unconnected)
+        from . import ops
+        return ops.reshape(col, shape)
+
+
+def _aval(shape, dtype):
+    from .ops.core import Aval
+    return Aval(shape, dtype)
+
+
+def _unconnected(value):
+    try:
+        return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
+    except ValueError:
+        raise ValueError(f"unconnected_gradients must be UnconnectedGradients.NONE or .ZERO, "
+                         f"got {value!r}") from None
+
+
+def _sources(sources, what):
+    leaves, treedef = tree.flatten(sources)
+    for k, s in enumerate(leaves):
+        if not isinstance(s, Tensor):
+            raise TypeError(at_user_line(
+                f"GradientTape.{what}: sources must be jittape Tensors or Variables, got "
+                f"{type(s).__name__} (source {k} of the flattened sources)"))
+    return leaves, treedef
+
+
+def _finish(grad, source, unconnected):
+    """A gradient at the API boundary: the source's dtype, zeros for ZERO."""
+    from . import ops
+    if grad is None:
+        if unconnected is UnconnectedGradients.ZERO:
+            return ops.zeros(source.shape, source.dtype)
+        return None
+    if grad.dtype != source.dtype:
+        grad = ops.cast(grad, source.dtype)
+    return grad
+
+
+# ---------------------------------------------------------------------------
+# custom gradients
+
+class _CustomRule:
+    """The tape entry of one call of a ``custom_gradient`` function."""
+
+    joint = True
+    vjp = None
+    save = None
+    name = "custom_gradient"
+
+    def __init__(self, grad_fn, n_inputs, fn_name):
+        self.grad_fn = grad_fn
+        self.n_inputs = n_inputs
+        self.fn_name = fn_name
+
+    def joint_vjp(self, g, needed):
+        cts = self.grad_fn(g)
+        cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
+        if len(cts) != self.n_inputs:
+            raise ValueError(at_user_line(
+                f"custom_gradient: the gradient function of {self.fn_name} returned "
+                f"{len(cts)} gradients for {self.n_inputs} inputs"))
+        return [None if c is None else (c if isinstance(c, Tensor) else Tensor(c)) for c in cts]
+
+
+def custom_gradient(f):
+    """Decorate ``f(*x) -> (y, grad_fn)``; ``grad_fn(dy)`` returns the inputs' gradients.
+
+    ``f``'s own operations are not recorded: tapes record one entry whose backward
+    step is ``grad_fn``. ``grad_fn`` may use jittape ops, so outer tapes can
+    differentiate it again.
+    """
+    @functools.wraps(f)
+    def wrapper(*args):
+        saved = ACTIVE_TAPES[:]
+        del ACTIVE_TAPES[:]
+        try:
+            y, grad_fn = f(*args)
+        finally:
+            ACTIVE_TAPES[:] = saved
+        if not isinstance(y, Tensor):
+            y = Tensor(y)
+        if ACTIVE_TAPES and _is_float(y):
+            rule = _CustomRule(grad_fn, len(args), getattr(f, "__name__", "function"))
+            record(rule, args, {}, y)
+        return y
+    return wrapper

@@ -1,0 +1,415 @@
+"""Tensor, Variable, constant, the dtype rules and the NumPy protocol hooks.
+
+A ``Tensor`` is an immutable array value. A ``Variable`` is a tensor whose value can
+be replaced with ``assign``; it keeps one identity across assignments, which is what
+tapes watch. Python floats become float32 and Python ints int32 (as in TensorFlow);
+NumPy arrays keep their dtype; operations follow NumPy broadcasting and promotion,
+where a Python scalar never widens a tensor's dtype.
+"""
+
+import itertools
+
+import numpy as np
+
+from .errors import UnsupportedError, at_user_line
+
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+bool_ = np.dtype(np.bool_)
+
+# Filled by the op modules: NumPy ufunc / function -> jittape op.
+UFUNC_TABLE = {}
+FUNCTION_TABLE = {}
+
+_ids = itertools.count(1)
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+
+
+def as_dtype(dtype):
+    """A NumPy dtype from a dtype-like (``jt.float32``, ``np.float64``, ``'int32'``, ...)."""
+    return None if dtype is None else np.dtype(dtype)
+
+
+def _default_dtype(array, source):
+    """TensorFlow's defaults for values built from Python data: float32, int32."""
+    if array.dtype == np.float64 and not _holds_numpy(source, np.float64):
+        return float32
+    if array.dtype == np.int64 and not _holds_numpy(source, np.int64):
+        if array.size == 0 or (_INT32_MIN <= array.min() and array.max() <= _INT32_MAX):
+            return int32
+    return array.dtype
+
+
+def _holds_numpy(source, dtype):
+    """Whether Python data contains NumPy values of ``dtype`` (which then keep it)."""
+    if isinstance(source, (np.ndarray, np.generic)):
+        return source.dtype == dtype
+    if isinstance(source, (list, tuple)):
+        return any(_holds_numpy(s, dtype) for s in source)
+    return False
+
+
+def to_array(value, dtype=None):
+    """Convert a Python number, nested list, NumPy array or tensor to a NumPy value."""
+    dtype = as_dtype(dtype)
+    if isinstance(value, Tensor):
+        array = value._value
+    elif isinstance(value, (np.ndarray, np.generic)):
+        array = value
+    elif isinstance(value, (list, tuple)):
+        if any(isinstance(v, Tensor) for v in value):
+            value = [to_array(v) for v in value]
+        array = np.asarray(value)
+        if dtype is None:
+            array = array.astype(_default_dtype(array, value), copy=False)
+    elif isinstance(value, (bool, int, float, complex)):
+        array = np.asarray(value)
+        if dtype is None:
+            array = array.astype(_default_dtype(array, value), copy=False)
+    else:
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise UnsupportedError(at_user_line(
+                f"cannot convert a value of type {type(value).__name__} to a jittape tensor"))
+    if dtype is not None and array.dtype != dtype:
+        array = array.astype(dtype)
+    if isinstance(array, np.ndarray) and array.ndim == 0:
+        array = array[()]          # 0-d values are kept as NumPy scalars
+    return array
+
+
+def coerce_operand(value, op):
+    """An op operand that is not a Tensor: Python scalars stay weak, arrays keep dtypes."""
+    if isinstance(value, (bool, int, float, np.ndarray, np.generic)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return to_array(value)
+    if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
+        return np.asarray(value)
+    raise UnsupportedError(at_user_line(
+        f"{op}: unsupported operand of type {type(value).__name__}"))
+
+
+def _numpy_text(value, is_repr):
+    text = repr(value) if is_repr else str(value)
+    if "\n" in text:
+        text = "\n" + text
+    return text
+
+
+class Tensor:
+    """An immutable array value that ops, tapes and tracers understand."""
+
+    __slots__ = ("_value", "_id", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, value, dtype=None):
+        self._value = to_array(value, dtype)
+        self._id = next(_ids)
+
+    @classmethod
+    def _wrap(cls, value):
+        """Wrap a NumPy result without conversion (the ops' fast path)."""
+        t = object.__new__(Tensor)
+        if type(value) is np.ndarray and value.ndim == 0:
+            value = value[()]
+        t._value = value
+        t._id = next(_ids)
+        return t
+
+    # -- array attributes -------------------------------------------------
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
+    @property
+    def size(self):
+        return self._value.size
+
+    @property
+    def T(self):
+        return _ops.transpose(self)
+
+    def numpy(self):
+        """The value as a NumPy array (a NumPy scalar for 0-d tensors)."""
+        v = self._value
+        return v.copy() if isinstance(v, np.ndarray) else v
+
+    def __array__(self, dtype=None, copy=None):
+        array = np.asarray(self._value)
+        if dtype is not None and array.dtype != dtype:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def _scalar(self, kind):
+        if self._value.size != 1:
+            raise ValueError(at_user_line(
+                f"{kind}() of a tensor of shape {self.shape} is ambiguous: only size-1 "
+                "tensors convert to Python scalars"))
+        return np.asarray(self._value).reshape(()).item()
+
+    def __bool__(self):
+        return bool(self._scalar("bool"))
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self._scalar("int"))
+
+    __hash__ = None   # == is elementwise, as in NumPy and TensorFlow
+
+    # -- printing (TensorFlow's layout) ------------------------------------
+    def __str__(self):
+        return (f"jt.Tensor({_numpy_text(self._value, False)}, "
+                f"shape={self.shape}, dtype={self.dtype.name})")
+
+    def __repr__(self):
+        return (f"<jt.Tensor: shape={self.shape}, dtype={self.dtype.name}, "
+                f"numpy={_repr_value(self._value)}>")
+
+    # -- operators ----------------------------------------------------------
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(other, self)
+
+    def __sub__(self, other):
+        return _ops.subtract(self, other)
+
+    def __rsub__(self, other):
+        return _ops.subtract(other, self)
+
+    def __mul__(self, other):
+        return _ops.multiply(self, other)
+
+    def __rmul__(self, other):
+        return _ops.multiply(other, self)
+
+    def __truediv__(self, other):
+        return _ops.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.divide(other, self)
+
+    def __floordiv__(self, other):
+        return _ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _ops.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return _ops.mod(self, other)
+
+    def __rmod__(self, other):
+        return _ops.mod(other, self)
+
+    def __pow__(self, other):
+        return _ops.power(self, other)
+
+    def __rpow__(self, other):
+        return _ops.power(other, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __eq__(self, other):
+        return _ops.equal(self, other)
+
+    def __ne__(self, other):
+        return _ops.not_equal(self, other)
+
+    def __lt__(self, other):
+        return _ops.less(self, other)
+
+    def __le__(self, other):
+        return _ops.less_equal(self, other)
+
+    def __gt__(self, other):
+        return _ops.greater(self, other)
+
+    def __ge__(self, other):
+        return _ops.greater_equal(self, other)
+
+    def __and__(self, other):
+        return _ops.logical_and(self, other)
+
+    def __or__(self, other):
+        return _ops.logical_or(self, other)
+
+    def __invert__(self):
+        return _ops.logical_not(self)
+
+    def __getitem__(self, index):
+        return _ops.getitem(self, index)
+
+    # -- NumPy-style methods, so that NumPy code written with methods works --
+    def reshape(self, *shape):
+        return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        return _ops.transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
+
+    def sum(self, axis=None, keepdims=False):
+        return _ops.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _ops.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _ops.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _ops.min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis=None, keepdims=False):
+        return _ops.prod(self, axis=axis, keepdims=keepdims)
+
+    def dot(self, other):
+        return _ops.dot(self, other)
+
+    def clip(self, min=None, max=None):
+        return _ops.clip(self, min, max)
+
+    def squeeze(self, axis=None):
+        return _ops.squeeze(self, axis)
+
+    def ravel(self):
+        return _ops.reshape(self, (-1,))
+
+    flatten = ravel
+
+    def astype(self, dtype):
+        return _ops.cast(self, dtype)
+
+    # -- NumPy protocols ----------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        op = UFUNC_TABLE.get(ufunc)
+        if method != "__call__" or op is None or kwargs.get("out") is not None:
+            name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+            raise UnsupportedError(at_user_line(
+                f"numpy.{name} is not supported on jittape tensors; use the jittape ops "
+                "(jittape.numpy) or convert explicitly with .numpy(), which drops the gradient"))
+        kwargs.pop("out", None)
+        return op(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        op = FUNCTION_TABLE.get(func)
+        if op is None:
+            raise UnsupportedError(at_user_line(
+                f"numpy.{func.__name__} is not supported on jittape tensors; use the jittape "
+                "ops (jittape.numpy) or convert explicitly with .numpy(), which drops the "
+                "gradient"))
+        return op(*args, **kwargs)
+
+
+def _repr_value(value):
+    if np.ndim(value) == 0:
+        return str(value)
+    return _numpy_text(np.asarray(value), True)
+
+
+class Variable(Tensor):
+    """A mutable tensor. Trainable variables are watched by tapes when accessed."""
+
+    __slots__ = ("_name", "_trainable")
+
+    def __init__(self, value, trainable=True, name=None, dtype=None):
+        if isinstance(value, Variable):
+            value = value._value
+        super().__init__(value, dtype)
+        self._trainable = bool(trainable)
+        self._name = f"{name if name is not None else 'Variable'}:0"
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    def read_value(self):
+        """The current value as a Tensor (a snapshot: later assignments do not change it)."""
+        return _ops.identity(self)
+
+    value = read_value
+
+    def _new_value(self, value, op):
+        new = to_array(value, self.dtype)
+        if np.shape(new) != self.shape:
+            raise ValueError(at_user_line(
+                f"{op}: cannot assign a value of shape {np.shape(new)} to variable "
+                f"{self._name!r} of shape {self.shape}"))
+        if isinstance(new, np.ndarray) and (new is self._value or not new.flags.owndata
+                                            or isinstance(value, np.ndarray)):
+            new = new.copy()
+        self._value = new
+        return self
+
+    def assign(self, value):
+        return self._new_value(value, "assign")
+
+    def assign_add(self, delta):
+        return self._new_value(self._value + to_array(delta, self.dtype), "assign_add")
+
+    def assign_sub(self, delta):
+        return self._new_value(self._value - to_array(delta, self.dtype), "assign_sub")
+
+    def __repr__(self):
+        return (f"<jt.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name}, "
+                f"numpy={_repr_value(self._value)}>")
+
+
+def constant(value, dtype=None):
+    """A Tensor from a Python number, a nested list, a NumPy array or a tensor."""
+    return Tensor(value, dtype)
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)

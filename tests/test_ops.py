@@ -1,0 +1,141 @@
+"""Registry-driven op tests: every registered op, with the examples it declares.
+
+Nobody writes a test per op: adding an op with its examples adds it here.
+"""
+
+import numpy as np
+import pytest
+
+import jittape as jt
+from jittape.ops.core import Aval, Primitive, aval_of
+from jittape.tensor import FUNCTION_TABLE, UFUNC_TABLE
+
+from opcheck import all_ops, apply, cases, make_inputs, numeric_grad, projected, tape_grads
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+PRIMITIVE_CASES = [c for c in cases() if isinstance(all_ops()[c[0]], Primitive)]
+DIFFERENTIABLE = cases(differentiable_only=True)
+
+
+def _rng(name, i):
+    return np.random.default_rng(abs(hash((name, i))) % 2**32)
+
+
+def test_every_op_declares_examples_and_differentiable_ops_declare_vjps():
+    missing_vjp = [n for n, op in all_ops().items()
+                   if isinstance(op, Primitive) and op.differentiable and op.vjp is None]
+    missing_examples = [n for n, op in all_ops().items() if not op.examples]
+    assert not missing_vjp, f"differentiable ops without a VJP rule: {missing_vjp}"
+    assert not missing_examples, f"ops without test examples: {missing_examples}"
+    # each example of a differentiable op must have at least one differentiable input
+    for name, op in all_ops().items():
+        if op.differentiable:
+            for ex in op.examples:
+                assert any(isinstance(s, tuple) for s in ex.inputs), (name, ex)
+
+
+def test_every_primitive_has_a_lowering_slot():
+    for name, op in all_ops().items():
+        if isinstance(op, Primitive):
+            assert isinstance(op.lowerings, dict), name
+
+
+@pytest.mark.parametrize("name,i", PRIMITIVE_CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_shape_rule_matches_numpy(name, i, dtype):
+    op = all_ops()[name]
+    ex = op.examples[i]
+    values, _ = make_inputs(op, ex, _rng(name, i), dtype)
+    out = op.impl(*values, **ex.params)
+    predicted = op.abstract(*[aval_of(v) for v in values], **ex.params)
+    assert predicted == Aval(np.shape(out), np.asarray(out).dtype)
+
+
+@pytest.mark.parametrize("name,i", DIFFERENTIABLE)
+def test_vjp_matches_finite_differences(name, i):
+    op = all_ops()[name]
+    ex = op.examples[i]
+    rng = _rng(name, i)
+    values, diff = make_inputs(op, ex, rng)
+    out = apply(op, values, ex.params)
+    v = rng.normal(size=np.shape(out))
+    out, grads = tape_grads(op, values, diff, ex.params, v)
+    f = projected(op, ex.params, v)
+    low = out.dtype == np.float32           # an op that rounds to float32 (cast) needs wider steps
+    eps, rtol = (1e-3, 2e-3) if low else (1e-6, 1e-5)
+    for k, g in zip(diff, grads):
+        expected = numeric_grad(f, values, k, eps)
+        if g is None:
+            assert np.allclose(expected, 0, atol=1e-7), f"{name}: gradient of input {k} is None"
+            continue
+        assert g.shape == values[k].shape and g.dtype == np.float64
+        np.testing.assert_allclose(g.numpy(), expected, rtol=rtol, atol=1e-7,
+                                   err_msg=f"{name} input {k}")
+
+
+@pytest.mark.parametrize("name,i", DIFFERENTIABLE)
+def test_float32_stays_float32(name, i):
+    op = all_ops()[name]
+    ex = op.examples[i]
+    rng = _rng(name, i)
+    values, diff = make_inputs(op, ex, rng, np.float32)
+    out = apply(op, values, ex.params)
+    if out.dtype.kind != "f" or "dtype" in ex.params:
+        return
+    assert out.dtype == np.float32, name
+    v = np.ones(np.shape(out), np.float32)
+    _, grads = tape_grads(op, values, diff, ex.params, v)
+    for k, g in zip(diff, grads):
+        if g is not None:
+            assert g.dtype == np.float32, (name, k)
+
+
+@pytest.mark.parametrize("name,i", [c for c in DIFFERENTIABLE if c[1] == 0])
+def test_second_derivatives_match_finite_differences(name, i):
+    """VJP rules are written with jittape ops, so nested tapes differentiate them again."""
+    op = all_ops()[name]
+    ex = op.examples[i]
+    rng = _rng(name, i)
+    values, diff = make_inputs(op, ex, rng)
+    k = diff[0]
+    v = rng.normal(size=np.shape(apply(op, values, ex.params)))
+    u = rng.normal(size=values[k].shape)
+
+    def inner(vals):                       # <grad_k f, u> as a function of the inputs
+        _, grads = tape_grads(op, vals, [k], ex.params, v)
+        return 0.0 if grads[0] is None else float(np.sum(grads[0].numpy() * u))
+
+    args = [jt.constant(a) if isinstance(a, np.ndarray) else a for a in values]
+    with jt.GradientTape() as outer:
+        outer.watch(args[k])
+        with jt.GradientTape() as tape:
+            tape.watch(args[k])
+            loss = jt.sum(apply(op, args, ex.params) * v)
+        g = tape.gradient(loss, args[k])
+        gu = jt.sum(g * u) if g is not None else None
+    h = outer.gradient(gu, args[k]) if gu is not None else None
+    expected = numeric_grad(inner, values, k)
+    got = np.zeros_like(expected) if h is None else h.numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_numpy_dispatch_reaches_jittape_ops():
+    x = jt.constant(np.array([[1.0, -2.0, 3.0], [0.5, 2.0, -1.0]]))
+    assert isinstance(np.exp(x), jt.Tensor)
+    assert isinstance(np.sum(x, axis=1), jt.Tensor)
+    assert isinstance(np.maximum(x, 0), jt.Tensor)
+    assert isinstance(np.where(x > 0, x, 0.0), jt.Tensor)
+    assert isinstance(np.concatenate([x, x], axis=0), jt.Tensor)
+    np.testing.assert_allclose(np.sum(x, axis=1).numpy(), [2.0, 1.5])
+    assert len(UFUNC_TABLE) >= 30 and len(FUNCTION_TABLE) >= 20
+
+
+def test_unsupported_numpy_function_names_itself():
+    x = jt.constant([1.0, 2.0])
+    with pytest.raises(jt.UnsupportedError, match="numpy.cumsum"):
+        np.cumsum(x)
+    with pytest.raises(jt.UnsupportedError, match="numpy.arcsinh"):
+        np.arcsinh(x)
+    with pytest.raises(jt.UnsupportedError, match="numpy.add.reduce"):
+        np.add.reduce(x)
