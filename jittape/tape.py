@@ -54,8 +54,9 @@ def _saved_operand(a, keep):
 
 def record(prim, args, params, result):
     """Called by ``Primitive.bind`` for each op applied while tapes record."""
-    if result._value.dtype.kind not in "fc":
-        return                                  # integer and bool values carry no gradient
+    # integer and bool values, and non-differentiable ops, carry no gradient; reading a
+    # trainable variable still makes a tape watch it, as in TensorFlow
+    differentiable = prim.differentiable and result._value.dtype.kind in "fc"
     entry = None
     for tape in ACTIVE_TAPES:
         watched = tape._watched
@@ -63,6 +64,8 @@ def record(prim, args, params, result):
             for a in args:
                 if type(a) is Variable and a._trainable and a._id not in watched:
                     tape._watch_variable(a)
+        if not differentiable:
+            continue
         for a in args:
             if isinstance(a, Tensor) and a._id in watched:
                 break
@@ -241,7 +244,8 @@ class GradientTape:
             prev = grads.get(t._id)
             grads[t._id] = seed if prev is None else ops.add(prev, seed)
 
-        source_ids = {s._id for s in sources if _is_float(s)}
+        watched = self._watched          # a source the tape did not watch gets no gradient
+        source_ids = {s._id for s in sources if _is_float(s) and s._id in watched}
         entries = list(self._entries)
         # Forward: which values depend on a source (only those need cotangents).
         relevant = set(source_ids)
@@ -277,7 +281,7 @@ class GradientTape:
                     continue
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
-        return [grads.get(s._id) if _is_float(s) else None for s in sources]
+        return [grads.get(s._id) if s._id in source_ids else None for s in sources]
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
@@ -404,6 +408,7 @@ class _CustomRule:
     joint = True
     vjp = None
     save = None
+    differentiable = True
     name = "custom_gradient"
 
     def __init__(self, grad_fn, n_inputs, fn_name):

@@ -133,7 +133,7 @@ class Primitive:
         except (ValueError, TypeError, IndexError) as err:
             raise self.explain(args, params, err) from None
         result = Tensor._wrap(out)
-        if ACTIVE_TAPES and self.differentiable:
+        if ACTIVE_TAPES:
             record(self, args, params, result)
         return result
 

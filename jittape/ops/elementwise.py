@@ -11,6 +11,7 @@ from scipy import special
 from . import reduce as _reduce
 from . import shape as _shape
 from ..errors import UnsupportedError, at_user_line
+from ..tensor import Tensor
 from .core import (Aval, Fixed, Primitive, broadcast_shapes, composite, ex, numpy_dispatch, shape_of,
                    ufunc_dtype)
 
@@ -85,12 +86,19 @@ divide = elementwise("divide", np.true_divide, [
 
 
 def _power_vjp_x(g, out, x, y):
-    return unbroadcast(multiply(g, multiply(y, power(x, subtract(y, 1)))), x.shape)
+    # y - 1 in Python for a Python exponent: an op on two Python scalars would give a
+    # strongly typed int64 tensor and widen a float32 cotangent.
+    ym1 = subtract(y, 1) if isinstance(y, Tensor) else y - 1
+    return unbroadcast(multiply(g, multiply(y, power(x, ym1))), x.shape)
 
 
 def _power_vjp_y(g, out, x, y):
-    positive = greater(x, 0)
-    safe_log = where(positive, log(where(positive, x, 1)), 0)
+    if isinstance(x, Tensor):
+        positive = greater(x, 0)
+        safe_log = where(positive, log(where(positive, x, 1)), 0)
+    else:                                # a constant base: its log is a constant too
+        x = np.asarray(x)
+        safe_log = np.where(x > 0, np.log(np.where(x > 0, x, 1)), 0).astype(out.dtype)
     return unbroadcast(multiply(g, multiply(out, safe_log)), y.shape)
 
 
