@@ -43,6 +43,11 @@ def assert_prints(value, expected):
                                err_msg=f"{got} vs {expected}")
 
 
+def assert_prints_repr(value, expected):
+    """``repr(value)`` is the tutorial's text (its indentation was lost: compare words)."""
+    assert repr(value).replace("jt.", "tf.").split() == expected.split()
+
+
 def f(w1, w2):
     return 3 * w1 ** 2 + 2 * w1 * w2
 
@@ -357,8 +362,12 @@ def test_004_sources_as_list_and_dict_targets_as_dict():
 
 
 def test_004_dense_layers_trainable_variables():
+    # The tutorial's kernels were drawn by the 4th and 5th random ops after set_seed(1):
+    # its tensor_w came first, and two other random ops ran in between.
     jt.random.set_seed(1)
-    jt.random.uniform((4, 3), minval=-20, maxval=20)      # the tutorial's tensor_w came first
+    jt.random.uniform((4, 3), minval=-20, maxval=20)
+    jt.random.uniform((4, 3), minval=-20, maxval=20, dtype=jt.int32)
+    jt.random.normal((2,))
     layer1 = jt.nn.Dense(2, activation='relu', name="dense_1")
     layer2 = jt.nn.Dense(4, activation='relu', name="dense_2")
     tensor_x = jt.constant([[1., 2., 3.]])
@@ -368,6 +377,14 @@ def test_004_dense_layers_trainable_variables():
         tensor_loss = jt.reduce_mean(tensor_y ** 2)
     assert [v.name for v in layer1.trainable_variables] == ['dense_1/kernel:0', 'dense_1/bias:0']
     assert [v.name for v in layer2.trainable_variables] == ['dense_2/kernel:0', 'dense_2/bias:0']
+    assert_prints_repr(layer1.trainable_variables, """[<tf.Variable 'dense_1/kernel:0' shape=(3, 2) dtype=float32, numpy=
+array([[-0.57740456, -0.572319  ],
+[ 0.00795567,  0.5992962 ],
+[ 0.24269533,  0.8154019 ]], dtype=float32)>, <tf.Variable 'dense_1/bias:0' shape=(2,) dtype=float32, numpy=array([0., 0.], dtype=float32)>]""")
+    assert_prints_repr(layer2.trainable_variables, """[<tf.Variable 'dense_2/kernel:0' shape=(2, 4) dtype=float32, numpy=
+array([[ 0.46956396, -0.71557474, -0.8732331 , -0.62160015],
+[ 0.59634185,  0.40849257, -0.18213058,  0.02854967]],
+dtype=float32)>, <tf.Variable 'dense_2/bias:0' shape=(4,) dtype=float32, numpy=array([0., 0., 0., 0.], dtype=float32)>]""")
     k1, b1 = layer1.trainable_variables
     assert k1.shape == (3, 2) and k1.dtype == jt.float32 and b1.numpy().tolist() == [0.0, 0.0]
     limit1 = np.sqrt(6 / (3 + 2))

@@ -25,7 +25,9 @@ How TensorFlow does it (and how it is reproduced here)
   ``256 * num_elements`` blocks on every call.  So calling
   ``tf.random.uniform(shape, seed=3)`` twice gives two different results.
   This is reproduced (the cache is keyed by op kind, dtype, seed and seed2,
-  and is cleared by ``set_seed``, as TF clears its kernel cache).
+  and is cleared by ``set_seed``, as TF clears its kernel cache).  It holds
+  one small dict entry per distinct (op, dtype, seed pair) used, so it grows
+  with the number of seeded calls until the next ``set_seed`` (as TF's does).
 * Distributions (``tsl/lib/random/random_distributions*.h``):
   - uniform float32: ``bitcast(0x3f800000 | (x & 0x7fffff)) - 1``, one word
     per value; float64: 52 mantissa bits from two words
@@ -43,6 +45,8 @@ How TensorFlow does it (and how it is reproduced here)
     NumPy transcription of glibc's (>= 2.28) ``logf``/``sincosf`` algorithms
     (table + polynomial evaluated in float64).  It was checked against the
     real glibc 2.36 for all 2**23 possible inputs with zero differences.
+    (TF's own float32 normals depend on the C library: this matches TF on
+    Linux/glibc >= 2.28; TF on macOS or Windows uses another libm.)
   - normal float64: Box-Muller on whole blocks ``(x0, x1, x2, x3)`` with
     ``log``/``sin``/``cos`` in float64 (NumPy's; identical to glibc on the
     test machine, but NumPy builds with their own SIMD float64 routines may
