@@ -28,6 +28,16 @@ logger = logging.getLogger("jittape")
 # The tapes that are recording now, innermost last.
 ACTIVE_TAPES = []
 
+_ops = None        # jittape.ops and its Aval, bound once the op modules are loaded
+_Aval = None
+
+
+def _bind_ops():
+    global _ops, _Aval
+    from . import ops
+    from .ops.core import Aval
+    _ops, _Aval = ops, Aval
+
 
 class UnconnectedGradients(enum.Enum):
     """What ``gradient`` returns for a source the target does not depend on."""
@@ -43,55 +53,50 @@ def _alias(var):
     return t
 
 
-def _saved_operand(a, keep):
-    if not isinstance(a, Tensor):
-        return a
-    if not keep:
-        from .ops.core import Aval
-        return Aval(a.shape, a.dtype)
-    return _alias(a) if isinstance(a, Variable) else a
-
-
 def record(prim, args, params, result):
     """Called by ``Primitive.bind`` for each op applied while tapes record."""
-    # integer and bool values, and non-differentiable ops, carry no gradient; reading a
-    # trainable variable still makes a tape watch it, as in TensorFlow
+    # Integer and bool values, and non-differentiable ops, carry no gradient; reading a
+    # trainable variable still makes a tape watch it, as in TensorFlow.
     differentiable = prim.differentiable and result._value.dtype.kind in "fc"
     entry = None
     for tape in ACTIVE_TAPES:
         watched = tape._watched
-        if tape._watch_accessed:
-            for a in args:
-                if type(a) is Variable and a._trainable and a._id not in watched:
-                    tape._watch_variable(a)
-        if not differentiable:
-            continue
+        hit = False
         for a in args:
-            if isinstance(a, Tensor) and a._id in watched:
-                break
-        else:
-            continue
-        if entry is None:
-            entry = _make_entry(prim, args, params, result)
-        tape._entries.append(entry)
-        watched.add(result._id)
+            cls = a.__class__
+            if cls is Tensor:
+                if a._id in watched:
+                    hit = True
+            elif cls is Variable:
+                if a._id in watched:
+                    hit = True
+                elif a._trainable and tape._watch_accessed:
+                    tape._watch_variable(a)
+                    hit = True
+        if hit and differentiable:
+            if entry is None:
+                entry = _make_entry(prim, args, params, result)
+            tape._entries.append(entry)
+            watched.add(result._id)
 
 
 def _make_entry(prim, args, params, result):
-    save = prim.save
-    if save is None:
-        saved = [_saved_operand(a, True) for a in args]
-        out = result
-    else:
-        keep_inputs, keep_out = save
-        if isinstance(keep_inputs, bool):
-            saved = [_saved_operand(a, keep_inputs) for a in args]
+    """(primitive, params, what its VJP rules need, output or None, input ids, output id)."""
+    keep = prim.keep_inputs
+    saved = []
+    ids = []
+    for k, a in enumerate(args):
+        cls = a.__class__
+        if cls is Tensor or cls is Variable or isinstance(a, Tensor):
+            ids.append(a._id)
+            if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
+                a = _Aval.of(a._value)              # the VJP needs only its shape and dtype
+            elif cls is Variable:
+                a = _alias(a)                         # the value read now, under the variable's id
         else:
-            n = len(keep_inputs)       # inputs past the mask (variadic index arrays) are kept
-            saved = [_saved_operand(a, keep_inputs[k] if k < n else True) for k, a in enumerate(args)]
-        out = result if keep_out else None
-    ids = tuple(a._id if isinstance(a, Tensor) else None for a in args)
-    return (prim, params, saved, out, ids, result._id)
+            ids.append(None)
+        saved.append(a)
+    return (prim, params, saved, result if prim.keep_out else None, ids, result._id)
 
 
 def _is_float(x):
@@ -212,7 +217,7 @@ class GradientTape:
         src_leaves, src_def = _sources(sources, "gradient")
         self._begin_use("gradient")
         try:
-            targets = tree.flatten(target)[0]
+            targets = _flatten(target)[0]
             if output_gradients is None:
                 seeds = [None] * len(targets)
             else:
@@ -224,17 +229,21 @@ class GradientTape:
             grads = self._backprop(targets, seeds, src_leaves)
         finally:
             self._end_use()
-        return tree.unflatten(src_def, [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)])
+        grads = [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)]
+        if src_def is _ONE:
+            return grads[0]
+        return grads if src_def is _FLAT_LISTS.get(len(grads)) else tree.unflatten(src_def, grads)
 
     def _backprop(self, targets, seeds, sources):
         """Reverse sweep; returns one gradient (a Tensor or None) per source."""
-        from . import ops
+        ops = _ops
         grads = {}
         for t, seed in zip(targets, seeds):
             if not isinstance(t, Tensor) or not _is_float(t):
                 continue
             if seed is None:
-                seed = ops.ones_like(t)
+                v = t._value
+                seed = Tensor._wrap(v.dtype.type(1) if v.ndim == 0 else np.ones(v.shape, v.dtype))
             elif not isinstance(seed, Tensor):
                 seed = Tensor(np.asarray(seed, dtype=t.dtype))
             if seed.shape != t.shape:
@@ -245,7 +254,7 @@ class GradientTape:
             grads[t._id] = seed if prev is None else ops.add(prev, seed)
 
         watched = self._watched          # a source the tape did not watch gets no gradient
-        source_ids = {s._id for s in sources if _is_float(s) and s._id in watched}
+        source_ids = {s._id for s in sources if s._id in watched and s._value.dtype.kind in "fc"}
         entries = list(self._entries)
         # Forward: which values depend on a source (only those need cotangents).
         relevant = set(source_ids)
@@ -263,18 +272,17 @@ class GradientTape:
                 continue
             if out_id not in source_ids:
                 del grads[out_id]
-            if getattr(prim, "joint", False):
-                cts = prim.joint_vjp(g, [i in relevant for i in ids])
-            else:
-                cts = None
+            # only float values are relevant: integer sources are excluded above and
+            # integer results are never recorded
+            cts = prim.joint_vjp(g, [i in relevant for i in ids]) if prim.joint else None
             for k, i in enumerate(ids):
-                if i is None or i not in relevant:
+                if i not in relevant:
                     continue
                 if cts is not None:
                     ct = cts[k]
                 else:
-                    rule = prim.vjp[k] if prim.vjp is not None else None
-                    if rule is None or not _is_float(saved[k]):
+                    rule = prim.vjp[k]
+                    if rule is None:
                         continue
                     ct = rule(g, out, *saved, **params)
                 if ct is None:
@@ -365,11 +373,12 @@ class GradientTape:
 
 
 def _aval(shape, dtype):
-    from .ops.core import Aval
-    return Aval(shape, dtype)
+    return _Aval(shape, dtype)
 
 
 def _unconnected(value):
+    if value is UnconnectedGradients.NONE or value is UnconnectedGradients.ZERO:
+        return value
     try:
         return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
     except ValueError:
@@ -378,7 +387,9 @@ def _unconnected(value):
 
 
 def _sources(sources, what):
-    leaves, treedef = tree.flatten(sources)
+    leaves, treedef = _flatten(sources)
+    if treedef is _ONE or treedef is _FLAT_LISTS.get(len(leaves)):
+        return leaves, treedef               # the fast path checked every leaf already
     for k, s in enumerate(leaves):
         if not isinstance(s, Tensor):
             raise TypeError(at_user_line(
@@ -387,15 +398,27 @@ def _sources(sources, what):
     return leaves, treedef
 
 
+def _flatten(x):
+    """tree.flatten with a fast path for a tensor and a flat list of tensors."""
+    if isinstance(x, Tensor):
+        return [x], _ONE
+    if x.__class__ is list and len(x) in _FLAT_LISTS and all(isinstance(t, Tensor) for t in x):
+        return x, _FLAT_LISTS[len(x)]
+    return tree.flatten(x)
+
+
+_ONE = tree.flatten(0)[1]
+_FLAT_LISTS = {n: tree.flatten([0] * n)[1] for n in range(1, 9)}
+
+
 def _finish(grad, source, unconnected):
     """A gradient at the API boundary: the source's dtype, zeros for ZERO."""
-    from . import ops
     if grad is None:
         if unconnected is UnconnectedGradients.ZERO:
-            return ops.zeros(source.shape, source.dtype)
+            return _ops.zeros(source.shape, source.dtype)
         return None
-    if grad.dtype != source.dtype:
-        grad = ops.cast(grad, source.dtype)
+    if grad._value.dtype is not source._value.dtype and grad.dtype != source.dtype:
+        grad = _ops.cast(grad, source.dtype)
     return grad
 
 
@@ -407,7 +430,8 @@ class _CustomRule:
 
     joint = True
     vjp = None
-    save = None
+    keep_inputs = True
+    keep_out = True
     differentiable = True
     name = "custom_gradient"
 

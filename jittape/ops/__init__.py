@@ -22,3 +22,7 @@ from .creation import (  # noqa: F401
     arange, eye, full, full_like, linspace, ndim, ones, ones_like, shape, size, zeros, zeros_like,
 )
 from . import random  # noqa: F401  (the random module)
+
+from .. import tape as _tape  # noqa: E402
+
+_tape._bind_ops()

@@ -19,8 +19,17 @@ import functools
 import numpy as np
 
 from ..errors import ShapeError, at_user_line
-from ..tensor import Tensor, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
+from .. import tensor as tensor_module
+from ..tensor import Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
 from ..tape import ACTIVE_TAPES, record
+
+_TENSOR_CLASSES = frozenset([Tensor, Variable])
+_PASS_THROUGH = frozenset([int, float, bool, np.ndarray, np.float32, np.float64, np.int32,
+                           np.int64, np.bool_])
+_ndarray = np.ndarray
+_PYTHON_SCALARS = frozenset([int, float, bool, complex])
+_new = object.__new__
+_next_id = tensor_module._ids.__next__
 
 REGISTRY = {}      # name -> Primitive
 COMPOSITES = {}    # name -> Composite
@@ -38,6 +47,14 @@ class Aval:
     def __init__(self, shape, dtype):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
+
+    @classmethod
+    def of(cls, value):
+        """The abstract value of a NumPy value (no conversions: the tape's fast path)."""
+        a = _new(cls)
+        a.shape = value.shape
+        a.dtype = value.dtype
+        return a
 
     @property
     def ndim(self):
@@ -100,6 +117,8 @@ def ex(*inputs, domain=None, **params):
 class Primitive:
     """An op of the registry; calling it applies it to tensors."""
 
+    joint = False        # a tape entry's VJP rules are per input (custom gradients: joint)
+
     def __init__(self, name, impl, *, abstract, vjp=None, save=None, examples=(),
                  domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False):
         if name in REGISTRY:
@@ -108,8 +127,10 @@ class Primitive:
         self.impl = impl
         self.abstract = abstract
         self.vjp = tuple(vjp) if isinstance(vjp, list) else vjp
-        # save: (which inputs the VJP rules read, whether they read the output)
-        self.save = save
+        # save: (which inputs the VJP rules read, whether they read the output); None: all.
+        # The inputs part is a bool for all inputs or a tuple of bools (inputs past its
+        # end, such as index arrays, are kept).
+        self.keep_inputs, self.keep_out = (True, True) if save is None else save
         self.examples = list(examples)
         self.domain = domain
         self.differentiable = differentiable
@@ -122,20 +143,47 @@ class Primitive:
     def __repr__(self):
         return f"<jittape primitive {self.name}>"
 
-    def __call__(self, *args, **params):
-        return self.bind(*args, **params)
-
     def bind(self, *args, **params):
         """Apply the op: eagerly on NumPy values, recording on active tapes."""
-        values = [a._value if isinstance(a, Tensor) else coerce_operand(a, self.name) for a in args]
+        # The eager hot path, spelled out for one and two operands (no comprehension
+        # frame): an op on small tensors costs about as much as this function.
+        n = len(args)
+        if n == 2:
+            a, b = args
+            cls = a.__class__
+            a = a._value if cls in _TENSOR_CLASSES else (
+                a if cls in _PASS_THROUGH else coerce_operand(a, self.name))
+            cls = b.__class__
+            b = b._value if cls in _TENSOR_CLASSES else (
+                b if cls in _PASS_THROUGH else coerce_operand(b, self.name))
+            values = (a, b)
+        elif n == 1:
+            a = args[0]
+            cls = a.__class__
+            values = (a._value if cls in _TENSOR_CLASSES else (
+                a if cls in _PASS_THROUGH else coerce_operand(a, self.name)),)
+        else:
+            values = [a._value if a.__class__ in _TENSOR_CLASSES else
+                      (a if a.__class__ in _PASS_THROUGH else coerce_operand(a, self.name))
+                      for a in args]
         try:
             out = self.impl(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
             raise self.explain(args, params, err) from None
-        result = Tensor._wrap(out)
+        cls = out.__class__
+        if cls is _ndarray:
+            if out.ndim == 0:
+                out = out[()]
+        elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
+            out = np.asarray(out)[()]
+        result = _new(Tensor)
+        result._value = out
+        result._id = _next_id()
         if ACTIVE_TAPES:
             record(self, args, params, result)
         return result
+
+    __call__ = bind
 
     def lowering(self, backend):
         """Decorator registering this op's lowering for a backend."""
