@@ -45,14 +45,6 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-def _alias(var):
-    """A tensor holding a variable's current value under the variable's identity."""
-    t = object.__new__(Tensor)
-    t._value = var._value
-    t._id = var._id
-    return t
-
-
 def record(prim, args, params, result):
     """Called by ``Primitive.bind`` for each op applied while tapes record."""
     # Integer and bool values, and non-differentiable ops, carry no gradient; reading a
@@ -81,22 +73,30 @@ def record(prim, args, params, result):
 
 
 def _make_entry(prim, args, params, result):
-    """(primitive, params, what its VJP rules need, output or None, input ids, output id)."""
+    """(primitive, params, what its VJP rules need, output or None, (position, id) of each
+    tensor input, output id)."""
     keep = prim.keep_inputs
-    saved = []
-    ids = []
+    saved = list(args)
+    inputs = []
     for k, a in enumerate(args):
         cls = a.__class__
         if cls is Tensor or cls is Variable or isinstance(a, Tensor):
-            ids.append(a._id)
+            inputs.append((k, a._id))
             if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
-                a = _Aval.of(a._value)              # the VJP needs only its shape and dtype
-            elif cls is Variable:
-                a = _alias(a)                         # the value read now, under the variable's id
-        else:
-            ids.append(None)
-        saved.append(a)
-    return (prim, params, saved, result if prim.keep_out else None, ids, result._id)
+                v = a._value                          # the VJP needs only its shape and dtype
+                aval = _new(_Aval)
+                aval.shape = v.shape
+                aval.dtype = v.dtype
+                saved[k] = aval
+            elif cls is Variable:                     # the value read now, under the variable's id
+                alias = _new(Tensor)
+                alias._value = a._value
+                alias._id = a._id
+                saved[k] = alias
+    return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
+
+
+_new = object.__new__
 
 
 def _is_float(x):
@@ -260,13 +260,13 @@ class GradientTape:
         relevant = set(source_ids)
         live = []
         for entry in entries:
-            for i in entry[4]:
+            for _, i in entry[4]:
                 if i in relevant:
                     relevant.add(entry[5])
                     live.append(entry)
                     break
         # Backward: the primitives' VJP rules.
-        for prim, params, saved, out, ids, out_id in reversed(live):
+        for prim, params, saved, out, inputs, out_id in reversed(live):
             g = grads.get(out_id)
             if g is None:
                 continue
@@ -274,8 +274,8 @@ class GradientTape:
                 del grads[out_id]
             # only float values are relevant: integer sources are excluded above and
             # integer results are never recorded
-            cts = prim.joint_vjp(g, [i in relevant for i in ids]) if prim.joint else None
-            for k, i in enumerate(ids):
+            cts = prim.joint_vjp(g, len(saved)) if prim.joint else None
+            for k, i in inputs:
                 if i not in relevant:
                     continue
                 if cts is not None:
@@ -440,7 +440,7 @@ class _CustomRule:
         self.n_inputs = n_inputs
         self.fn_name = fn_name
 
-    def joint_vjp(self, g, needed):
+    def joint_vjp(self, g, n_inputs):
         cts = self.grad_fn(g)
         cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
         if len(cts) != self.n_inputs:
