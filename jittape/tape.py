@@ -255,7 +255,8 @@ class GradientTape:
 
         watched = self._watched          # a source the tape did not watch gets no gradient
         source_ids = {s._id for s in sources if s._id in watched and s._value.dtype.kind in "fc"}
-        entries = list(self._entries)
+        # a persistent tape recording its own gradient appends while we read: snapshot it
+        entries = list(self._entries) if self._recording else self._entries
         # Forward: which values depend on a source (only those need cotangents).
         relevant = set(source_ids)
         live = []

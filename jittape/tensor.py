@@ -413,3 +413,4 @@ def is_tensor(x):
 
 
 from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)
+
