@@ -285,7 +285,7 @@ class GradientTape:
                     rule = prim.vjp[k]
                     if rule is None:
                         continue
-                    ct = rule(g, out, *saved, **params)
+                    ct = rule(g, out, *saved, **params) if params else rule(g, out, *saved)
                 if ct is None:
                     continue
                 prev = grads.get(i)

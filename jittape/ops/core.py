@@ -167,7 +167,7 @@ class Primitive:
                       (a if a.__class__ in _PASS_THROUGH else coerce_operand(a, self.name))
                       for a in args]
         try:
-            out = self.impl(*values, **params)
+            out = self.impl(*values, **params) if params else self.impl(*values)
         except (ValueError, TypeError, IndexError) as err:
             raise self.explain(args, params, err) from None
         cls = out.__class__
