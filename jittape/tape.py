@@ -239,17 +239,20 @@ class GradientTape:
         ops = _ops
         grads = {}
         for t, seed in zip(targets, seeds):
-            if not isinstance(t, Tensor) or not _is_float(t):
+            if not isinstance(t, Tensor):
+                continue
+            v = t._value
+            if v.dtype.kind not in "fc":
                 continue
             if seed is None:
-                v = t._value
                 seed = Tensor._wrap(v.dtype.type(1) if v.ndim == 0 else np.ones(v.shape, v.dtype))
-            elif not isinstance(seed, Tensor):
-                seed = Tensor(np.asarray(seed, dtype=t.dtype))
-            if seed.shape != t.shape:
-                raise ValueError(at_user_line(
-                    f"GradientTape.gradient: output_gradients of shape {seed.shape} for a "
-                    f"target of shape {t.shape}"))
+            else:
+                if not isinstance(seed, Tensor):
+                    seed = Tensor(np.asarray(seed, dtype=v.dtype))
+                if seed.shape != v.shape:
+                    raise ValueError(at_user_line(
+                        f"GradientTape.gradient: output_gradients of shape {seed.shape} for a "
+                        f"target of shape {t.shape}"))
             prev = grads.get(t._id)
             grads[t._id] = seed if prev is None else ops.add(prev, seed)
 
