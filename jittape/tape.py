@@ -310,7 +310,7 @@ class GradientTape:
         for s, col in zip(src_leaves, rows):
             shape = tuple(target.shape) + tuple(s.shape)
             if col is None:
-                out.append(_finish(None, _aval(shape, s.dtype), unconnected))
+                out.append(_finish(None, _Aval(shape, s.dtype), unconnected))
             else:
                 out.append(ops.reshape(col, shape))
         return tree.unflatten(src_def, out)
@@ -371,13 +371,9 @@ class GradientTape:
             self._end_use()
         shape = tuple(target.shape) + tuple(src.shape[1:])
         if col is None:
-            return _finish(None, _aval(shape, src.dtype), unconnected)
+            return _finish(None, _Aval(shape, src.dtype), unconnected)
         from . import ops
         return ops.reshape(col, shape)
-
-
-def _aval(shape, dtype):
-    return _Aval(shape, dtype)
 
 
 def _unconnected(value):

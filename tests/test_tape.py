@@ -77,7 +77,7 @@ def test_watched_variables_in_creation_order():
     a = jt.Variable(1.0, name="a")
     b = jt.Variable(1.0, name="b")
     with jt.GradientTape() as tape:
-        z = b * a
+        _ = b * a              # reads b first, then a
     assert [v.name for v in tape.watched_variables()] == ["a:0", "b:0"]
 
 
@@ -185,7 +185,7 @@ def test_stop_recording_needs_a_recording_tape():
 def test_reset_clears_the_tape():
     x = jt.Variable(2.0)
     with jt.GradientTape() as tape:
-        y = x * x
+        _ = x * x              # recorded, then forgotten by reset()
         tape.reset()
         z = x * 5.0
     assert float(tape.gradient(z, x)) == 5.0

@@ -21,7 +21,7 @@ from .nn import log_softmax, softmax, softmax_cross_entropy, sparse_softmax_cros
 from .creation import (  # noqa: F401
     arange, eye, full, full_like, linspace, ndim, ones, ones_like, shape, size, zeros, zeros_like,
 )
-from . import random  # noqa: F401  (the random module)
+from . import random  # noqa: F401
 
 from .. import tape as _tape  # noqa: E402
 

@@ -176,7 +176,7 @@ class Primitive:
                 out = out[()]
         elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
             out = np.asarray(out)[()]
-        result = _new(Tensor)
+        result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
         result._value = out
         result._id = _next_id()
         if ACTIVE_TAPES:
