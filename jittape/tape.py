@@ -117,7 +117,8 @@ class GradientTape:
         self._persistent = bool(persistent)
         self._watch_accessed = bool(watch_accessed_variables)
         self._entries = []
-        self._watched = set()
+        self._watched = set()           # ids of watched values and of values computed from them
+        self._roots = set()             # ids watched directly (watch, variables read)
         self._variables = {}            # id -> Variable, for watched_variables()
         self._recording = False
         self._used = False
@@ -159,6 +160,7 @@ class GradientTape:
         """Clear everything recorded and watched; the tape can be used again."""
         self._entries = []
         self._watched = set()
+        self._roots = set()
         self._variables = {}
         self._used = False
 
@@ -178,9 +180,11 @@ class GradientTape:
                 self._watch_variable(t)
             else:
                 self._watched.add(t._id)
+                self._roots.add(t._id)
 
     def _watch_variable(self, var):
         self._watched.add(var._id)
+        self._roots.add(var._id)
         self._variables[var._id] = var
 
     def watched_variables(self):
@@ -260,15 +264,20 @@ class GradientTape:
         source_ids = {s._id for s in sources if s._id in watched and s._value.dtype.kind in "fc"}
         # a persistent tape recording its own gradient appends while we read: snapshot it
         entries = list(self._entries) if self._recording else self._entries
-        # Forward: which values depend on a source (only those need cotangents).
-        relevant = set(source_ids)
-        live = []
-        for entry in entries:
-            for _, i in entry[4]:
-                if i in relevant:
-                    relevant.add(entry[5])
-                    live.append(entry)
-                    break
+        # Forward: which values depend on a source (only those need cotangents). When
+        # every value the tape watched directly is a source, that is every value it
+        # recorded (an entry is recorded only when it reads a watched value).
+        if self._roots <= source_ids:
+            relevant, live = watched, entries
+        else:
+            relevant = set(source_ids)
+            live = []
+            for entry in entries:
+                for _, i in entry[4]:
+                    if i in relevant:
+                        relevant.add(entry[5])
+                        live.append(entry)
+                        break
         # Backward: the primitives' VJP rules.
         for prim, params, saved, out, inputs, out_id in reversed(live):
             g = grads.get(out_id)

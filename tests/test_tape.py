@@ -35,6 +35,20 @@ def test_several_targets_are_summed_and_output_gradients_weight_them():
         tape.gradient(y1, x, output_gradients=jt.constant([1.0, 2.0, 3.0]))
 
 
+def test_gradient_for_some_or_all_watched_values():
+    # all watched values as sources (the backward sweep takes every entry) or only some
+    # (it first finds the entries that depend on the sources): the same gradients
+    w1, w2 = jt.Variable(5.0), jt.Variable(3.0)
+    with jt.GradientTape(persistent=True) as tape:
+        u = w1 * w2
+        z = 3 * w1 ** 2 + u * w2
+    assert [float(g) for g in tape.gradient(z, [w1, w2])] == [39.0, 30.0]
+    assert float(tape.gradient(z, w1)) == 39.0
+    assert float(tape.gradient(z, w2)) == 30.0
+    assert float(tape.gradient(z, u)) == 3.0
+    assert [float(g) for g in tape.gradient(z, [u, w2, w1])] == [3.0, 30.0, 39.0]
+
+
 def test_unconnected_gradients_zero_has_source_shape_and_dtype():
     x = jt.Variable(np.ones((2, 3)))
     y = jt.Variable([1.0])
