@@ -21,6 +21,8 @@ from .ops import (  # noqa: F401
     softmax, softmax_cross_entropy, softplus, sparse_softmax_cross_entropy, sqrt, square, squeeze,
     stack, stop_gradient, subtract, sum, take, tan, tanh, transpose, where, zeros, zeros_like,
 )
+from .jit import grad, hessian, jacobian, value_and_grad  # noqa: F401
 from .ops import random  # noqa: F401
+from . import config  # noqa: F401
 from . import nn  # noqa: F401
 from . import numpy  # noqa: F401

@@ -32,6 +32,7 @@ _new = object.__new__
 _next_id = tensor_module._ids.__next__
 
 REGISTRY = {}      # name -> Primitive
+TRACES = []        # the traces recording now (jittape.trace), innermost last
 COMPOSITES = {}    # name -> Composite
 
 
@@ -145,6 +146,8 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Apply the op: eagerly on NumPy values, recording on active tapes."""
+        if TRACES:
+            return TRACES[-1].bind(self, args, params)
         # The eager hot path, spelled out for one and two operands (no comprehension
         # frame): an op on small tensors costs about as much as this function.
         n = len(args)

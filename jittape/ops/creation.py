@@ -107,3 +107,21 @@ def ndim(x):
 @numpy_dispatch(np.size)
 def size(x):
     return int(np.prod(x.shape, dtype=np.int64))
+
+
+def _lower_full_like(ctx, node):
+    out = node.out
+    fill = ctx.literal(node.params["fill_value"], out.dtype)
+    if out.ndim == 0:
+        return [f"{ctx.name(out)} = {fill}"]
+    return [f"{ctx.name(out)} = np.full({ctx.shape(out.shape)}, {fill})"]
+
+
+full_like_prim.lowerings["cpu"] = _lower_full_like
+# inside a fused loop: the fill value, a typed constant
+full_like_prim.lowerings["scalar"] = lambda node: _typed_fill(node.params["fill_value"], node.out.dtype)
+
+
+def _typed_fill(value, dtype):
+    from ..codegen.names import literal_code
+    return literal_code(value, dtype).replace("{", "{{").replace("}", "}}")

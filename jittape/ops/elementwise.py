@@ -44,7 +44,7 @@ def unbroadcast(g, shape):
     return g
 
 
-def elementwise(name, ufunc, vjp=None, *, save=None, examples=None, domain=(-2.0, 2.0),
+def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, domain=(-2.0, 2.0),
                 differentiable=True, impl=None, fast=None):
     """Declare an elementwise primitive.
 
@@ -54,12 +54,19 @@ def elementwise(name, ufunc, vjp=None, *, save=None, examples=None, domain=(-2.0
 
     ``fast`` is Python's operator for the op: on arrays it calls the same ufunc, and on
     NumPy scalars (the values of 0-d tensors) it is ten times faster than the ufunc.
+
+    ``scalar`` is the op's lowering for compiled code: a Python expression on scalars,
+    with ``{0}``, ``{1}``, ... for the operands, ``{dtype}`` for the result's NumPy type
+    name and ``{f}`` for the helper suffix of its float type (``f32``/``f64``, see
+    ``codegen/runtime.py``). Generated loops apply it element by element.
     """
-    return Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
+    prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
                      domain=domain, differentiable=differentiable,
                      numpy=(ufunc,) if impl is None else (), ufunc=True)
+    prim.lowerings["scalar"] = scalar
+    return prim
 
 
 NOTHING = (False, False)         # VJP needs only the shapes of the inputs
@@ -68,22 +75,22 @@ OUTPUT = (False, True)           # VJP reads the output
 
 # -- arithmetic ---------------------------------------------------------------
 
-add = elementwise("add", np.add, [
+add = elementwise("add", np.add, "({0} + {1})", [
     lambda g, out, x, y: unbroadcast(g, x.shape),
     lambda g, out, x, y: unbroadcast(g, y.shape),
 ], save=NOTHING, fast=operator.add)
 
-subtract = elementwise("subtract", np.subtract, [
+subtract = elementwise("subtract", np.subtract, "({0} - {1})", [
     lambda g, out, x, y: unbroadcast(g, x.shape),
     lambda g, out, x, y: unbroadcast(negative(g), y.shape),
 ], save=NOTHING, fast=operator.sub)
 
-multiply = elementwise("multiply", np.multiply, [
+multiply = elementwise("multiply", np.multiply, "({0} * {1})", [
     lambda g, out, x, y: unbroadcast(multiply(g, y), x.shape),
     lambda g, out, x, y: unbroadcast(multiply(g, x), y.shape),
 ], save=INPUTS, fast=operator.mul)
 
-divide = elementwise("divide", np.true_divide, [
+divide = elementwise("divide", np.true_divide, "({0} / {1})", [
     lambda g, out, x, y: unbroadcast(divide(g, y), x.shape),
     lambda g, out, x, y: unbroadcast(negative(divide(multiply(g, out), y)), y.shape),
 ], save=((False, True), True), examples=BINARY_EXAMPLES,
@@ -109,72 +116,72 @@ def _power_vjp_y(g, out, x, y):
     return unbroadcast(multiply(g, multiply(out, safe_log)), y.shape)
 
 
-power = elementwise("power", np.power, [_power_vjp_x, _power_vjp_y], save=(True, True),
+power = elementwise("power", np.power, "({0} ** {1})", [_power_vjp_x, _power_vjp_y], save=(True, True),
                     examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
                     domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow)
 
-maximum = elementwise("maximum", np.maximum, [
+maximum = elementwise("maximum", np.maximum, "np.maximum({0}, {1})", [
     lambda g, out, x, y: unbroadcast(where(greater_equal(x, y), g, 0), x.shape),
     lambda g, out, x, y: unbroadcast(where(less(x, y), g, 0), y.shape),
 ], save=INPUTS)
 
-minimum = elementwise("minimum", np.minimum, [
+minimum = elementwise("minimum", np.minimum, "np.minimum({0}, {1})", [
     lambda g, out, x, y: unbroadcast(where(less_equal(x, y), g, 0), x.shape),
     lambda g, out, x, y: unbroadcast(where(greater(x, y), g, 0), y.shape),
 ], save=INPUTS)
 
-mod = elementwise("mod", np.remainder, [
+mod = elementwise("mod", np.remainder, "({0} % {1})", [
     lambda g, out, x, y: unbroadcast(g, x.shape),
     lambda g, out, x, y: unbroadcast(negative(multiply(g, floor_divide(x, y))), y.shape),
 ], save=INPUTS, domain=((2.1, 2.9), (1.1, 1.9)), fast=operator.mod)
 
-floor_divide = elementwise("floor_divide", np.floor_divide, differentiable=False, fast=operator.floordiv)
+floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", differentiable=False, fast=operator.floordiv)
 
 # -- unary math -------------------------------------------------------------------
 
-negative = elementwise("negative", np.negative, [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg)
-abs = elementwise("abs", np.absolute, [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
-sign = elementwise("sign", np.sign, differentiable=False)
-exp = elementwise("exp", np.exp, [lambda g, out, x: multiply(g, out)], save=OUTPUT)
-expm1 = elementwise("expm1", np.expm1, [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT)
-log = elementwise("log", np.log, [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0))
-log1p = elementwise("log1p", np.log1p, [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
+negative = elementwise("negative", np.negative, "(-{0})", [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg)
+abs = elementwise("abs", np.absolute, "np.abs({0})", [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
+sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
+exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT)
+expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT)
+log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0))
+log1p = elementwise("log1p", np.log1p, "np.log1p({0})", [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
                     domain=(-0.5, 2.0))
-sqrt = elementwise("sqrt", np.sqrt, [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
+sqrt = elementwise("sqrt", np.sqrt, "np.sqrt({0})", [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
                    domain=(0.5, 3.0))
-square = elementwise("square", np.square, [lambda g, out, x: multiply(g, multiply(x, 2))],
+square = elementwise("square", np.square, "({0} * {0})", [lambda g, out, x: multiply(g, multiply(x, 2))],
                      save=INPUTS)
-sin = elementwise("sin", np.sin, [lambda g, out, x: multiply(g, cos(x))], save=INPUTS)
-cos = elementwise("cos", np.cos, [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS)
-tan = elementwise("tan", np.tan, [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
+sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS)
+cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS)
+tan = elementwise("tan", np.tan, "np.tan({0})", [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
                   save=OUTPUT, domain=(-1.2, 1.2))
-tanh = elementwise("tanh", np.tanh, [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
+tanh = elementwise("tanh", np.tanh, "np.tanh({0})", [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
                    save=OUTPUT)
-arctan = elementwise("arctan", np.arctan, [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
+arctan = elementwise("arctan", np.arctan, "np.arctan({0})", [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
                      save=INPUTS)
 
 # Numerically stable forms: no overflow for large |x|, finite gradients at +-100 and beyond.
-sigmoid = elementwise("sigmoid", np.exp, [
+sigmoid = elementwise("sigmoid", np.exp, "sigmoid_{f}({0})", [
     lambda g, out, x: multiply(g, multiply(out, subtract(1, out))),
 ], save=OUTPUT, domain=(-6.0, 6.0), impl=special.expit)
-softplus = elementwise("softplus", np.exp, [lambda g, out, x: multiply(g, sigmoid(x))],
+softplus = elementwise("softplus", np.exp, "softplus_{f}({0})", [lambda g, out, x: multiply(g, sigmoid(x))],
                        save=INPUTS, domain=(-6.0, 6.0), impl=lambda x: np.logaddexp(0, x))
-relu = elementwise("relu", np.positive, [lambda g, out, x: where(greater(out, 0), g, 0)],
+relu = elementwise("relu", np.positive, "relu_{f}({0})", [lambda g, out, x: where(greater(out, 0), g, 0)],
                    save=OUTPUT, impl=lambda x: np.maximum(x, 0))
 
 # -- comparisons and logic (no gradient) ----------------------------------------------
 
-equal = elementwise("equal", np.equal, differentiable=False, fast=operator.eq)
-not_equal = elementwise("not_equal", np.not_equal, differentiable=False, fast=operator.ne)
-greater = elementwise("greater", np.greater, differentiable=False, fast=operator.gt)
-greater_equal = elementwise("greater_equal", np.greater_equal, differentiable=False, fast=operator.ge)
-less = elementwise("less", np.less, differentiable=False, fast=operator.lt)
-less_equal = elementwise("less_equal", np.less_equal, differentiable=False, fast=operator.le)
-logical_and = elementwise("logical_and", np.logical_and, differentiable=False)
-logical_or = elementwise("logical_or", np.logical_or, differentiable=False)
-logical_not = elementwise("logical_not", np.logical_not, differentiable=False)
-isfinite = elementwise("isfinite", np.isfinite, differentiable=False)
-isnan = elementwise("isnan", np.isnan, differentiable=False)
+equal = elementwise("equal", np.equal, "({0} == {1})", differentiable=False, fast=operator.eq)
+not_equal = elementwise("not_equal", np.not_equal, "({0} != {1})", differentiable=False, fast=operator.ne)
+greater = elementwise("greater", np.greater, "({0} > {1})", differentiable=False, fast=operator.gt)
+greater_equal = elementwise("greater_equal", np.greater_equal, "({0} >= {1})", differentiable=False, fast=operator.ge)
+less = elementwise("less", np.less, "({0} < {1})", differentiable=False, fast=operator.lt)
+less_equal = elementwise("less_equal", np.less_equal, "({0} <= {1})", differentiable=False, fast=operator.le)
+logical_and = elementwise("logical_and", np.logical_and, "(bool({0}) and bool({1}))", differentiable=False)
+logical_or = elementwise("logical_or", np.logical_or, "(bool({0}) or bool({1}))", differentiable=False)
+logical_not = elementwise("logical_not", np.logical_not, "(not {0})", differentiable=False)
+isfinite = elementwise("isfinite", np.isfinite, "np.isfinite({0})", differentiable=False)
+isnan = elementwise("isnan", np.isnan, "np.isnan({0})", differentiable=False)
 
 # -- selection, casts, identity ---------------------------------------------------------
 
@@ -193,6 +200,9 @@ _where = Primitive("where", np.where, abstract=_where_abstract, vjp=[
     ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
     ex(Fixed(np.array([True, False])), (3, 2), (2,)),
 ])
+
+
+_where.lowerings["scalar"] = "({1} if {0} else {2})"
 
 
 @numpy_dispatch(np.where)
@@ -218,6 +228,9 @@ _cast = Primitive("cast", _cast_impl, abstract=lambda x, dtype: Aval(shape_of(x)
                   examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))])
 
 
+_cast.lowerings["scalar"] = "np.{dtype}({0})"
+
+
 def cast(x, dtype):
     """``x`` converted to ``dtype`` (the gradient is cast back)."""
     return _cast.bind(x, dtype=np.dtype(dtype))
@@ -229,6 +242,7 @@ identity = Primitive("identity", lambda x: x, abstract=lambda x: Aval(shape_of(x
 stop_gradient = Primitive("stop_gradient", lambda x: x,
                           abstract=lambda x: Aval(shape_of(x), x.dtype), differentiable=False,
                           examples=UNARY_EXAMPLES)
+identity.lowerings["scalar"] = stop_gradient.lowerings["scalar"] = "{0}"
 
 
 @composite(examples=[ex((2, 3), -0.5, 0.5), ex((4,), None, 0.3), ex((2, 2), -0.2, None),

@@ -151,3 +151,87 @@ def einsum(spec, *operands):
     """Einstein summation over one or two operands, e.g. ``einsum('bij,bjk->bik', a, b)``."""
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
+
+
+# -- lowerings ---------------------------------------------------------------------------
+
+def _lower_matmul(ctx, node):
+    """np.dot (BLAS) per matrix; a loop over the broadcast batch axes."""
+    x, y = node.inputs
+    out = node.out
+    dt = ctx.dtype(out.dtype)
+    float_out = out.dtype.kind in "fc"
+    work = dt if float_out else "np.float64"
+    lines = []
+    names = []
+    for v in (x, y):
+        name = ctx.name(v)
+        if v.dtype != (out.dtype if float_out else np.float64):
+            tmp = ctx.tmp()
+            lines.append(f"{tmp} = {name}.astype({work})")
+            name = tmp
+        names.append(name)
+    xn, yn = names
+    o = ctx.name(out)
+    batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
+    if batch == 0:
+        expr = f"np.dot({xn}, {yn})"
+        lines.append(f"{o} = {expr}" if float_out else f"{o} = {expr}.astype({dt})")
+        return lines
+    lines.append(f"{o} = np.empty({ctx.shape(out.shape)}, {dt})")
+    idx = [f"b{k}" for k in range(batch)]
+    for k in range(batch):
+        lines.append("    " * k + f"for b{k} in range({ctx.size(out.shape[k])}):")
+    inner = "    " * batch
+
+    def operand(v, name):
+        if v.ndim == 1:
+            return name
+        lead = v.ndim - 2
+        items = []
+        for a in range(lead):
+            d = v.shape[a]
+            items.append("0" if d == 1 else idx[batch - lead + a])
+        return f"{name}[{', '.join(items + [':', ':'])}]"
+
+    res = f"np.dot({operand(x, xn)}, {operand(y, yn)})"
+    lines.append(f"{inner}{o}[{', '.join(idx)}] = {res}")
+    return lines
+
+
+matmul.lowerings["cpu"] = _lower_matmul
+
+
+def _lower_einsum(ctx, node):
+    """A loop over every index, accumulating the product into the output."""
+    ins, out_spec = node.params["spec"].split("->")
+    ins = ins.split(",")
+    out = node.out
+    o = ctx.name(out)
+    sizes = {}
+    for s, v in zip(ins, node.inputs):
+        for a, c in enumerate(s):
+            sizes.setdefault(c, f"{ctx.name(v)}.shape[{a}]")
+    letters = list(out_spec) + [c for c in sorted(sizes) if c not in out_spec]
+    acc_dt = ctx.dtype(out.dtype)
+    lines = []
+    if out.ndim == 0:
+        acc = ctx.tmp("acc")
+        lines.append(f"{acc} = {ctx.literal(0, out.dtype)}")
+    else:
+        lines.append(f"{o} = np.zeros({ctx.shape(out.shape)}, {acc_dt})")
+    for k, c in enumerate(letters):
+        lines.append("    " * k + f"for j_{c} in range({sizes[c]}):")
+    inner = "    " * len(letters)
+    factors = [f"{ctx.name(v)}[{', '.join('j_' + c for c in s)}]" if v.ndim else ctx.name(v)
+               for s, v in zip(ins, node.inputs)]
+    term = " * ".join(factors)
+    if out.ndim == 0:
+        lines.append(f"{inner}{acc} += {term}")
+        lines.append(f"{o} = {acc_dt}({acc})")
+    else:
+        lines.append(f"{inner}{o}[{', '.join('j_' + c for c in out_spec)}] += {term}")
+    return lines
+
+
+_einsum.lowerings["cpu"] = _lower_einsum

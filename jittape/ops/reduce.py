@@ -155,3 +155,30 @@ reduce_max = max
 reduce_min = min
 reduce_prod = prod
 reduce_logsumexp = logsumexp
+
+
+# -- lowerings ---------------------------------------------------------------------------
+# Compiled code fuses a reduction into the loop over its input (passes/fuse.py):
+# ``reduce`` gives the accumulator's start value for a dtype and its update.
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind in "fc" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
+
+
+def _highest(dtype):
+    return np.inf if dtype.kind in "fc" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
+
+
+_sum.lowerings["reduce"] = (lambda dtype: 0, "{acc} + {x}")
+_prod.lowerings["reduce"] = (lambda dtype: 1, "{acc} * {x}")
+_max.lowerings["reduce"] = (_lowest, "np.maximum({acc}, {x})")
+_min.lowerings["reduce"] = (_highest, "np.minimum({acc}, {x})")
+
+
+def _lower_scalar_reduction(ctx, node):
+    # a reduction of a 0-d value (no axes) is the value itself
+    return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}"]
+
+
+for _prim in (_sum, _prod, _max, _min):
+    _prim.lowerings["cpu"] = _lower_scalar_reduction

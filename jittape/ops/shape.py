@@ -5,8 +5,12 @@ and advanced indexing); its VJP is ``index_add``, which scatters a cotangent int
 zeros (adding where indices repeat), and whose own VJP is ``getitem`` again.
 """
 
+import math
+import operator
+
 import numpy as np
 
+from .. import ir
 from ..errors import ShapeError, UnsupportedError, at_user_line
 from ..tensor import Tensor
 from . import elementwise as _ew
@@ -21,11 +25,16 @@ def _shape(x):
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
+def _as_size(d):
+    """An int from a size argument; an ir.Dim (a size known at run time) is kept as it is."""
+    return d if isinstance(d, int) and not isinstance(d, bool) else operator.index(d)
+
+
 # -- reshape ----------------------------------------------------------------------
 
 def _reshape_abstract(x, shape):
     old = shape_of(x)
-    if int(np.prod(old, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+    if math.prod(old) != math.prod(shape):
         raise ShapeError(at_user_line(f"reshape: cannot reshape a tensor of shape {old} into "
                                       f"shape {shape}"))
     return Aval(shape, x.dtype)
@@ -39,18 +48,20 @@ _reshape = Primitive("reshape", lambda x, shape: np.reshape(x, shape), abstract=
 
 def resolve_shape(op, old, shape):
     """A target shape with its one ``-1`` replaced; a ShapeError if sizes do not match."""
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-    size = int(np.prod(old, dtype=np.int64))
+    # _as_size keeps a traced size (an ir.Dim) symbolic; math.prod multiplies Dims
+    shape = ((_as_size(shape),) if isinstance(shape, (int, np.integer))
+             else tuple(_as_size(d) for d in shape))
+    size = math.prod(old)
     if shape.count(-1) > 1:
         raise ShapeError(at_user_line(f"{op}: more than one -1 in shape {shape}"))
     if -1 in shape:
-        rest = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        rest = math.prod(d for d in shape if d != -1)
         if rest == 0 or size % rest:
             raise ShapeError(at_user_line(
                 f"{op}: cannot reshape a tensor of shape {tuple(old)} ({size} elements) into "
                 f"shape {shape}"))
         shape = tuple(size // rest if d == -1 else d for d in shape)
-    if int(np.prod(shape, dtype=np.int64)) != size or any(d < 0 for d in shape):
+    if math.prod(shape) != size or any(d < 0 for d in shape):
         raise ShapeError(at_user_line(
             f"{op}: cannot reshape a tensor of shape {tuple(old)} ({size} elements) into "
             f"shape {shape}"))
@@ -125,7 +136,8 @@ _broadcast_to = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, sh
 
 @numpy_dispatch(np.broadcast_to)
 def broadcast_to(x, shape):
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    shape = ((_as_size(shape),) if isinstance(shape, (int, np.integer))
+             else tuple(_as_size(d) for d in shape))
     if _shape(x) == shape and isinstance(x, Tensor):
         return x
     return _broadcast_to.bind(x, shape=shape)
@@ -225,6 +237,12 @@ def squeeze(x, axis=None):
 # -- indexing -------------------------------------------------------------------------
 
 def _as_index_array(item):
+    if isinstance(item, Tensor) and item._value is None:      # a traced index array
+        if item.dtype.kind not in "iu":
+            raise UnsupportedError(at_user_line(
+                f"getitem: index arrays must be integers, got {item.dtype} (boolean masks "
+                "give data-dependent shapes and only work in eager code)"))
+        return [item]
     value = item._value if isinstance(item, Tensor) else np.asarray(item)
     value = np.asarray(value)
     if value.dtype == bool:
@@ -246,7 +264,7 @@ def parse_index(index):
         elif item is Ellipsis:
             spec.append(("ellipsis",))
         elif isinstance(item, slice):
-            spec.append(("slice",) + tuple(None if v is None else int(v)
+            spec.append(("slice",) + tuple(None if v is None else _as_size(v)
                                            for v in (item.start, item.stop, item.step)))
         elif isinstance(item, (bool, np.bool_)):
             raise UnsupportedError(at_user_line("getitem: a bare boolean index is not supported"))
@@ -290,7 +308,58 @@ def _getitem_abstract(x, *arrays, index):
         result = probe[build_index(index, dummies)]
     except IndexError as err:
         raise ShapeError(at_user_line(f"getitem: {err} (tensor of shape {shape})")) from None
-    return Aval(result.shape, x.dtype)
+    return Aval(_symbolic_index_shape(shape, arrays, index, result.shape), x.dtype)
+
+
+def _symbolic_index_shape(shape, arrays, index, concrete):
+    """The result shape of an index, keeping sizes known only at run time symbolic.
+
+    Follows NumPy: basic items (slices, ints, None) map axis by axis; advanced items
+    (index arrays, and ints next to them) broadcast together and their axes go where
+    the first of them is when they are adjacent, else first.
+    """
+    if not any(isinstance(d, ir.Dim) for d in shape) and not any(
+            isinstance(d, ir.Dim) for a in arrays for d in shape_of(a)) and not any(
+            isinstance(v, ir.Dim) for item in index for v in item[1:]):
+        return concrete
+    consumed = sum(1 for item in index if item[0] in ("slice", "int", "array"))
+    items = []
+    for item in index:
+        if item[0] == "ellipsis":
+            items.extend([("slice", None, None, None)] * (len(shape) - consumed))
+        else:
+            items.append(item)
+    items.extend([("slice", None, None, None)] * (len(shape) - sum(
+        1 for item in items if item[0] in ("slice", "int", "array"))))
+    advanced = [k for k, item in enumerate(items) if item[0] == "array" or
+                (arrays and item[0] == "int")]
+    adv_shape = ()
+    if arrays:
+        from .core import broadcast_shapes
+        adv_shape = broadcast_shapes("getitem", *[shape_of(a) for a in arrays])
+    adjacent = advanced and advanced == list(range(advanced[0], advanced[-1] + 1))
+    out, axis, placed = [], 0, False
+    if advanced and not adjacent:
+        out.extend(adv_shape)
+        placed = True
+    for k, item in enumerate(items):
+        kind = item[0]
+        if kind == "new":
+            out.append(1)
+            continue
+        if k in advanced:
+            if not placed:
+                out.extend(adv_shape)
+                placed = True
+        elif kind == "slice":
+            out.append(ir.slice_length(shape[axis], *item[1:]))
+        axis += 1
+    if tuple(int(d) for d in out) != tuple(concrete):   # a case this rule does not cover:
+        from .core import TRACES                        # key the graph on exact sizes
+        if TRACES:
+            TRACES[-1].reads_sizes = True
+        return concrete
+    return tuple(out)
 
 
 def _getitem_vjp(g, out, x, *arrays, index):
@@ -360,3 +429,155 @@ def take(x, indices, axis=None):
 def gather(params, indices, axis=0):
     """TensorFlow's name for ``take`` (with its default ``axis=0``)."""
     return take(params, indices, axis=axis)
+
+
+# -- lowerings ---------------------------------------------------------------------------
+
+def _lower_reshape(ctx, node):
+    x, out = node.inputs[0], node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    if x.ndim == 0:
+        return [f"{o} = np.full({ctx.shape(out.shape)}, {xn})"]
+    if out.ndim == 0:
+        return [f"{o} = {xn}.ravel()[0]"]
+    return [f"{o} = np.ascontiguousarray({xn}).reshape({ctx.shape(out.shape)})"]
+
+
+def _lower_transpose(ctx, node):
+    x = node.inputs[0]
+    if x.ndim <= 1:
+        return [f"{ctx.name(node.out)} = {ctx.name(x)}"]
+    return [f"{ctx.name(node.out)} = np.transpose({ctx.name(x)}, {tuple(node.params['axes'])})"]
+
+
+def _lower_concatenate(ctx, node):
+    out = node.out
+    parts = []
+    lines = []
+    for v in node.inputs:
+        name = ctx.name(v)
+        if v.dtype != out.dtype:
+            tmp = ctx.tmp()
+            lines.append(f"{tmp} = {name}.astype({ctx.dtype(out.dtype)})")
+            name = tmp
+        parts.append(name)
+    lines.append(f"{ctx.name(out)} = np.concatenate(({', '.join(parts)},), "
+                 f"axis={node.params['axis']})")
+    return lines
+
+
+def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
+    """(lines before the loops, the source index in terms of the output loop indices).
+
+    The loops run over the result of ``src[index]`` (indices ``i0, i1, ...``); the
+    returned index picks the element of ``src`` that lands there.
+    """
+    spec = node.params["index"]
+    consumed = sum(1 for item in spec if item[0] in ("slice", "int", "array"))
+    items = []
+    for item in spec:
+        if item[0] == "ellipsis":
+            items.extend([("slice", None, None, None)] * (src_ndim - consumed))
+        else:
+            items.append(item)
+    while sum(1 for item in items if item[0] in ("slice", "int", "array")) < src_ndim:
+        items.append(("slice", None, None, None))
+    advanced = [k for k, item in enumerate(items) if item[0] == "array" or
+                (arrays and item[0] == "int")]
+    adjacent = bool(advanced) and advanced == list(range(advanced[0], advanced[-1] + 1))
+    adv_rank = max((a.ndim for a in arrays), default=0)
+    pre, index = [], []
+    out_axis = adv_rank if (advanced and not adjacent) else 0
+    adv_first = 0 if (advanced and not adjacent) else None
+    axis = 0
+    placed = False
+    for k, item in enumerate(items):
+        kind = item[0]
+        if kind == "new":
+            out_axis += 1
+            continue
+        n = f"{src_name}.shape[{axis}]"
+        if k in advanced:
+            if not placed:
+                adv_first = out_axis if adv_first is None else adv_first
+                out_axis += adv_rank if adjacent else 0
+                placed = True
+            if kind == "int":
+                value = ctx.size(item[1])
+                index.append(f"({value} if {value} >= 0 else {n} + {value})")
+            else:
+                a = arrays[item[1]]
+                lead = adv_rank - a.ndim
+                sub = [("0" if (d == 1 and not hasattr(d, "expr")) else f"i{adv_first + lead + j}")
+                       for j, d in enumerate(a.shape)]
+                t = ctx.tmp("ix")
+                pre.append((t, f"{ctx.name(a)}[{', '.join(sub)}]" if a.ndim else ctx.name(a), n))
+                index.append(t)
+        elif kind == "int":
+            value = ctx.size(item[1])
+            index.append(f"({value} if {value} >= 0 else {n} + {value})")
+        else:
+            start, stop, step = (ctx.size(v) if v is not None else "None" for v in item[1:])
+            s0, s1 = ctx.tmp("start"), ctx.tmp("step")
+            pre.append((None, f"{s0} = slice_start({n}, {start}, {stop}, {step})", None))
+            pre.append((None, f"{s1} = slice_step({n}, {start}, {stop}, {step})", None))
+            index.append(f"{s0} + {s1} * i{out_axis}")
+            out_axis += 1
+        axis += 1
+    before = [code for t, code, _ in pre if t is None]
+    inside = []
+    for t, code, n in pre:
+        if t is not None:
+            inside.append(f"{t} = {code}")
+            inside.append(f"if {t} < 0:")
+            inside.append(f"    {t} += {n}")
+            inside.append(f"if {t} < 0 or {t} >= {n}:")
+            inside.append(f"    raise IndexError('getitem: index out of bounds')")
+    return before, inside, ", ".join(index)
+
+
+def _loops(shape_code_items):
+    lines = []
+    for k, n in enumerate(shape_code_items):
+        lines.append("    " * k + f"for i{k} in range({n}):")
+    return lines, "    " * len(shape_code_items)
+
+
+def _lower_getitem(ctx, node):
+    x, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    if x.ndim == 0:
+        return [f"{o} = np.full({ctx.shape(out.shape)}, {xn})" if out.ndim else f"{o} = {xn}"]
+    before, inside, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
+    lines = list(before)
+    if out.ndim == 0:
+        return lines + inside + [f"{o} = {xn}[{index}]"]
+    lines.append(f"{o} = np.empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+    loops, pad = _loops([ctx.size(d) for d in out.shape])
+    lines += loops + [pad + line for line in inside]
+    lines.append(f"{pad}{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]")
+    return lines
+
+
+def _lower_index_add(ctx, node):
+    g, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, gn = ctx.name(out), ctx.name(g)
+    lines = [f"{o} = np.zeros({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+    if out.ndim == 0:
+        return [f"{o} = {gn}"]
+    before, inside, index = _index_code(ctx, node, out.ndim, o, arrays, g.ndim)
+    lines += before
+    loops, pad = _loops([f"{gn}.shape[{k}]" for k in range(g.ndim)])
+    lines += loops + [pad + line for line in inside]
+    src = f"{gn}[{', '.join(f'i{k}' for k in range(g.ndim))}]" if g.ndim else gn
+    lines.append(f"{pad}{o}[{index}] += {src}")
+    return lines
+
+
+_reshape.lowerings["cpu"] = _lower_reshape
+_transpose.lowerings["cpu"] = _lower_transpose
+_concatenate.lowerings["cpu"] = _lower_concatenate
+getitem_prim.lowerings["cpu"] = _lower_getitem
+_index_add.lowerings["cpu"] = _lower_index_add

@@ -1,0 +1,67 @@
+"""Reverse-mode differentiation of a traced graph.
+
+There is no second set of derivative rules: the backward sweep calls each primitive's
+own VJP rules (the ones the eager tape runs) on tracers, so the backward computation
+is recorded into the same trace as new nodes (DESIGN.md rule 2). Differentiating the
+result again (Hessians) is the same sweep over a longer node list. A zero cotangent
+is ``None`` throughout (DESIGN.md rule 7).
+"""
+
+from . import ops
+from .ir import Var
+from .trace import Tracer
+
+
+def backward(trace, targets, wrt, nodes=None):
+    """Cotangents of ``wrt`` (Vars) for ``targets``: a list of (Var, seed Tracer).
+
+    Returns one Tracer or None (a symbolic zero) per ``wrt``. ``nodes`` is the part of
+    the trace to differentiate (all nodes recorded so far by default).
+    """
+    nodes = list(trace.nodes if nodes is None else nodes)
+    wrt_ids = {v.id for v in wrt}
+    # Forward: which values depend on a differentiated input.
+    relevant = set(wrt_ids)
+    live = []
+    for node in nodes:
+        if node.prim.differentiable and node.out.dtype.kind in "fc" and any(
+                isinstance(v, Var) and v.id in relevant for v in node.inputs):
+            relevant.add(node.out.id)
+            live.append(node)
+    grads = {}
+    for var, seed in targets:
+        if var.id in relevant:
+            _accumulate(grads, var.id, seed)
+    # Backward: the primitives' VJP rules, applied to tracers.
+    try:
+        _sweep(trace, live, grads, relevant, wrt_ids)
+    finally:
+        trace.where = None
+    return [grads.get(v.id) for v in wrt]
+
+
+def _sweep(trace, live, grads, relevant, wrt_ids):
+    for node in reversed(live):
+        g = grads.get(node.out.id)
+        if g is None:
+            continue
+        if node.out.id not in wrt_ids:
+            del grads[node.out.id]
+        args = [Tracer._of(v, trace) if isinstance(v, Var) else v for v in node.inputs]
+        out = Tracer._of(node.out, trace)
+        prim = node.prim
+        trace.where = node.where
+        for k, v in enumerate(node.inputs):
+            if not isinstance(v, Var) or v.id not in relevant:
+                continue
+            rule = prim.vjp[k]
+            if rule is None:
+                continue
+            ct = rule(g, out, *args, **node.params)
+            if ct is not None:
+                _accumulate(grads, v.id, ct)
+
+
+def _accumulate(grads, key, ct):
+    prev = grads.get(key)
+    grads[key] = ct if prev is None else ops.add(prev, ct)

@@ -1,0 +1,156 @@
+"""Write a generated module to a file, import it and compile it with Numba.
+
+The disk cache (DESIGN.md rule 6): under ``JITTAPE_CACHE_DIR`` each generated module is
+a file named by a hash of (graph text, target, jittape version, Numba version), compiled
+with Numba's ``cache=True`` so that Numba keeps the machine code next to it. A new
+process that traces the same graph finds the file and Numba's cache and compiles
+nothing. A corrupt or unwritable cache falls back to compiling, with a warning.
+"""
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import warnings
+
+import numba
+
+from .._version import __version__
+from .. import config
+
+
+class Built:
+    """A compiled kernel: the Numba dispatcher and where it came from."""
+
+    def __init__(self, dispatcher, path, from_disk):
+        self.dispatcher = dispatcher
+        self.path = path
+        self.from_disk = from_disk          # the module file was already in the cache
+
+
+def digest(graph_text, target):
+    h = hashlib.sha256()
+    for part in (graph_text, target, __version__, numba.__version__, _codegen_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _codegen_version():
+    """A hash of the code generators' own source, so a changed generator misses the cache."""
+    global _CODEGEN_VERSION
+    if _CODEGEN_VERSION is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for name in sorted(os.listdir(here)):
+            if name.endswith(".py"):
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(f.read())
+        _CODEGEN_VERSION = h.hexdigest()[:16]
+    return _CODEGEN_VERSION
+
+
+_CODEGEN_VERSION = None
+_SCRATCH = None
+
+
+def _scratch_dir():
+    global _SCRATCH
+    if _SCRATCH is None:
+        _SCRATCH = tempfile.mkdtemp(prefix="jittape-")
+    return _SCRATCH
+
+
+def build(source, func_name, key, njit_options):
+    """Compile ``source`` (a module defining ``func_name``); ``key`` names the file."""
+    cache_dir = config.cache_dir()
+    if cache_dir:
+        try:
+            return _build_in(cache_dir, source, func_name, key, njit_options, use_cache=True)
+        except _CacheError as err:
+            warnings.warn(f"jittape: the disk cache at {cache_dir} cannot be used ({err}); "
+                          "compiling without it", RuntimeWarning, stacklevel=4)
+    return _build_in(_scratch_dir(), source, func_name, key, njit_options, use_cache=False)
+
+
+class _CacheError(Exception):
+    pass
+
+
+def _build_in(root, source, func_name, key, njit_options, use_cache):
+    module_name = f"jittape_generated_{key}"
+    path = os.path.join(root, f"{module_name}.py")
+    from_disk = False
+    try:
+        os.makedirs(root, exist_ok=True)
+        existing = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                existing = f.read()
+        if existing == source:
+            from_disk = True
+        else:
+            if existing is not None:
+                warnings.warn(f"jittape: the cached module {path} is corrupt; rewriting it",
+                              RuntimeWarning, stacklevel=5)
+                _drop_numba_cache(root, module_name)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(source)
+            os.replace(tmp, path)          # atomic: a concurrent reader sees all or nothing
+    except OSError as err:
+        if use_cache:
+            raise _CacheError(str(err)) from err
+        raise
+    module = _import(module_name, path)
+    fn = getattr(module, func_name)
+    dispatcher = numba.njit(cache=use_cache, **njit_options)(fn)
+    return Built(dispatcher, path, from_disk)
+
+
+def _import(module_name, path):
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[module_name] = module      # Numba's cache locates functions by module
+    return module
+
+
+def _drop_numba_cache(root, module_name):
+    cache = os.path.join(root, "__pycache__")
+    if not os.path.isdir(cache):
+        return
+    for name in os.listdir(cache):
+        if name.startswith(module_name):
+            try:
+                os.remove(os.path.join(cache, name))
+            except OSError:
+                pass
+
+
+def first_call(built, args):
+    """Call a fresh dispatcher; on a broken Numba cache entry, drop it and compile again.
+
+    Returns (result, compiled): whether Numba compiled (False: loaded from its cache).
+    """
+    disp = built.dispatcher
+    try:
+        result = disp(*args)
+    except Exception as err:
+        if not _is_cache_failure(err):
+            raise
+        warnings.warn(f"jittape: Numba's cache for {built.path} is corrupt ({err}); "
+                      "compiling again", RuntimeWarning, stacklevel=4)
+        _drop_numba_cache(os.path.dirname(built.path),
+                          os.path.splitext(os.path.basename(built.path))[0])
+        disp = built.dispatcher = numba.njit(cache=False, **disp.targetoptions)(disp.py_func)
+        result = disp(*args)
+    stats = getattr(disp, "stats", None)
+    loaded = bool(stats and sum(stats.cache_hits.values()))
+    return result, not loaded
+
+
+def _is_cache_failure(err):
+    text = f"{type(err).__name__}: {err}"
+    return any(word in text for word in ("pickle", "Pickle", "EOFError", "cache", "index"))

@@ -1,0 +1,69 @@
+"""Every naming rule of generated code, in one place.
+
+Inputs are ``a0, a1, ...`` (the flattened arguments in order), constants ``c<id>``,
+graph values ``v<id>`` (the graph's ``%<id>``), loop indices ``i0, i1, ...``, loop
+sizes ``n<group>_<axis>`` and scalars live in one loop iteration ``t<id>``.
+"""
+
+import numpy as np
+
+from ..ir import render_expr
+
+
+def input_name(k):
+    return f"a{k}"
+
+
+def const_name(var):
+    return f"c{var.id}"
+
+
+def value_name(var):
+    return f"v{var.id}"
+
+
+def temp_name(var):
+    return f"t{var.id}"
+
+
+def index_name(axis):
+    return f"i{axis}"
+
+
+def size_name(group, axis):
+    return f"n{group}_{axis}"
+
+
+def size_code(dim):
+    """Python source computing a size (an int or an ir.Dim) from the inputs' shapes."""
+    return render_expr(getattr(dim, "expr", int(dim)) if hasattr(dim, "expr") else int(dim), input_name)
+
+
+def shape_code(shape):
+    items = [size_code(d) for d in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def dtype_code(dtype):
+    return f"np.{np.dtype(dtype).name}"
+
+
+def helper_suffix(dtype):
+    return "f32" if np.dtype(dtype) in (np.float16, np.float32) else "f64"
+
+
+def literal_code(value, dtype):
+    """A Python scalar as a typed constant of ``dtype`` (float32 code stays float32)."""
+    dtype = np.dtype(dtype)
+    if hasattr(value, "expr"):                       # a size known at run time
+        return f"{dtype_code(dtype)}({size_code(value)})"
+    if dtype == np.bool_:
+        return "True" if value else "False"
+    if dtype.kind == "f":
+        v = float(value)
+        text = "np.nan" if v != v else ("np.inf" if v == np.inf else ("-np.inf" if v == -np.inf
+                                                                          else repr(v)))
+        return f"{dtype_code(dtype)}({text})"
+    if dtype.kind in "iu":
+        return f"{dtype_code(dtype)}({int(value)})"
+    return repr(value)

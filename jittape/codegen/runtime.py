@@ -1,0 +1,55 @@
+"""Scalar helpers that generated code calls (compiled by Numba, inlined into the loops).
+
+Each takes and returns the dtype of its argument: the float32 and float64 versions
+differ only in their constants' types, so that float32 code stays float32.
+"""
+
+import numba
+import numpy as np
+
+_jit = numba.njit(cache=True, inline="always")
+
+
+def _make(ftype):
+    one = ftype(1.0)
+    zero = ftype(0.0)
+
+    def sigmoid(x):
+        # no overflow: exp of a non-positive number only
+        if x >= zero:
+            return one / (one + np.exp(-x))
+        z = np.exp(x)
+        return z / (one + z)
+
+    def softplus(x):
+        # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))
+        return np.maximum(x, zero) + np.log1p(np.exp(-np.abs(x)))
+
+    def relu(x):
+        return np.maximum(x, zero)
+
+    return _jit(sigmoid), _jit(softplus), _jit(relu)
+
+
+sigmoid_f32, softplus_f32, relu_f32 = _make(np.float32)
+sigmoid_f64, softplus_f64, relu_f64 = _make(np.float64)
+
+
+@_jit
+def slice_length(n, start, stop, step):
+    """len(range(n)[start:stop:step]) (None bounds allowed), as Python computes it."""
+    first, end, by = slice(start, stop, step).indices(n)
+    if by > 0:
+        return max(0, (end - first + by - 1) // by)
+    return max(0, (first - end - by - 1) // -by)
+
+
+@_jit
+def slice_start(n, start, stop, step):
+    """The first index that range(n)[start:stop:step] visits."""
+    return slice(start, stop, step).indices(n)[0]
+
+
+@_jit
+def slice_step(n, start, stop, step):
+    return slice(start, stop, step).indices(n)[2]

@@ -1,0 +1,260 @@
+"""The graph a traced function becomes: an SSA op list with a readable text form.
+
+A ``Graph`` holds input ``Var``s, ``Node``s (one primitive application each, with its
+parameters and the user's source line) and output ``Var``s. Shapes are run-time,
+ranks are compile-time (DESIGN.md rule 4): a ``Var``'s shape is a tuple of ``Dim``s.
+A ``Dim`` is an ``int`` (the size seen while tracing, so shape rules and user code work
+unchanged) that also knows how to compute itself at run time from the inputs' shapes:
+``a0.shape[1]``, products, differences, slice lengths. A size-1 axis is the plain int
+1: which axes have size 1 is part of the signature, so it never changes.
+"""
+
+import numpy as np
+
+
+class Dim(int):
+    """A size known while tracing, with the expression that computes it at run time.
+
+    ``expr`` is a tuple tree: ``("in", k, axis)`` is axis ``axis`` of input ``k``;
+    ``("+", a, b)``, ``("-", a, b)``, ``("*", a, b)``, ``("//", a, b)`` combine
+    expressions or ints; ``("slice", n, start, stop, step)`` is the length of
+    ``range(n)[start:stop:step]``.
+    """
+
+    def __new__(cls, value, expr):
+        d = int.__new__(cls, value)
+        d.expr = expr
+        return d
+
+    def __repr__(self):
+        return int.__repr__(self)
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+    # arithmetic keeps the expression; comparisons and hashing are the int's
+    def _combine(self, op, other, value, swap=False):
+        if not isinstance(other, int) or isinstance(other, bool):
+            return NotImplemented
+        a, b = expr_of(self), expr_of(other)
+        return Dim(value, (op, b, a) if swap else (op, a, b))
+
+    def __add__(self, other):
+        return self._combine("+", other, int(self) + int(other)) if isinstance(other, int) else NotImplemented
+
+    def __radd__(self, other):
+        if other == 0 and not isinstance(other, Dim):
+            return self
+        return self._combine("+", other, int(other) + int(self), True) if isinstance(other, int) else NotImplemented
+
+    def __sub__(self, other):
+        return self._combine("-", other, int(self) - int(other)) if isinstance(other, int) else NotImplemented
+
+    def __rsub__(self, other):
+        return self._combine("-", other, int(other) - int(self), True) if isinstance(other, int) else NotImplemented
+
+    def __mul__(self, other):
+        if other == 1 and not isinstance(other, Dim):
+            return self
+        return self._combine("*", other, int(self) * int(other)) if isinstance(other, int) else NotImplemented
+
+    def __rmul__(self, other):
+        if other == 1 and not isinstance(other, Dim):
+            return self
+        return self._combine("*", other, int(other) * int(self), True) if isinstance(other, int) else NotImplemented
+
+    def __floordiv__(self, other):
+        if other == 1 and not isinstance(other, Dim):
+            return self
+        return self._combine("//", other, int(self) // int(other)) if isinstance(other, int) else NotImplemented
+
+    def __rfloordiv__(self, other):
+        return self._combine("//", other, int(other) // int(self), True) if isinstance(other, int) else NotImplemented
+
+    def __neg__(self):
+        return Dim(-int(self), ("-", 0, self.expr))
+
+    __hash__ = int.__hash__
+
+
+def expr_of(d):
+    """The run-time expression of a size: its tree for a Dim, the int itself otherwise."""
+    return d.expr if isinstance(d, Dim) else int(d)
+
+
+def is_static(d):
+    return not isinstance(d, Dim)
+
+
+def slice_length(n, start, stop, step):
+    """The length of ``range(n)[start:stop:step]``, symbolic when ``n`` (or a bound) is."""
+    value = len(range(int(n))[slice(_int(start), _int(stop), _int(step))])
+    if all(is_static(v) for v in (n, start, stop, step) if v is not None):
+        return value
+    if start is None and stop is None and step in (None, 1):
+        return n
+    return Dim(value, ("slice", expr_of(n), _expr_or_none(start), _expr_or_none(stop),
+                       _expr_or_none(step)))
+
+
+def _int(v):
+    return None if v is None else int(v)
+
+
+def _expr_or_none(v):
+    return None if v is None else expr_of(v)
+
+
+def render_expr(expr, input_name):
+    """Python source for a size expression; ``input_name(k)`` names input k."""
+    if isinstance(expr, int):
+        return str(expr)
+    if expr is None:
+        return "None"
+    kind = expr[0]
+    if kind == "in":
+        return f"{input_name(expr[1])}.shape[{expr[2]}]"
+    if kind == "slice":
+        args = ", ".join(render_expr(e, input_name) for e in expr[1:])
+        return f"slice_length({args})"
+    a, b = (render_expr(e, input_name) for e in expr[1:])
+    return f"({a} {kind} {b})"
+
+
+def shape_text(shape):
+    return ",".join(render_expr(expr_of(d), lambda k: f"%{k}") if isinstance(d, Dim) else str(d)
+                    for d in shape)
+
+
+# ---------------------------------------------------------------------------
+# values, nodes, graphs
+
+class Var:
+    """An SSA value: an id, a shape (ints and Dims) and a dtype."""
+
+    __slots__ = ("id", "shape", "dtype", "node")
+
+    def __init__(self, id, shape, dtype, node=None):
+        self.id = id
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.node = node             # the Node that computes it; None for inputs and constants
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def type_text(self):
+        return f"{self.dtype.name}[{shape_text(self.shape)}]"
+
+    def __repr__(self):
+        return f"%{self.id}"
+
+
+class Const:
+    """A NumPy constant used by the graph (captured arrays, non-traced tensors)."""
+
+    __slots__ = ("value", "var")
+
+    def __init__(self, value, var):
+        self.value = value
+        self.var = var
+
+
+class Node:
+    """One primitive application: ``out = prim(*inputs, **params)``.
+
+    ``inputs`` holds Vars and literals (weakly typed Python scalars and Dims).
+    ``where`` is the user's ``file:line`` that applied the op, for comments and errors.
+    """
+
+    __slots__ = ("prim", "inputs", "params", "out", "where")
+
+    def __init__(self, prim, inputs, params, out, where=None):
+        self.prim = prim
+        self.inputs = list(inputs)
+        self.params = dict(params)
+        self.out = out
+        self.where = where
+
+    def var_inputs(self):
+        return [v for v in self.inputs if isinstance(v, Var)]
+
+    def text(self):
+        args = ", ".join(_operand_text(v) for v in self.inputs)
+        params = "".join(f", {k}={_param_text(v)}" for k, v in sorted(self.params.items()))
+        return f"{self.out!r}: {self.out.type_text()} = {self.prim.name}({args}{params})"
+
+
+def _operand_text(v):
+    if isinstance(v, Var):
+        return repr(v)
+    if isinstance(v, Dim):
+        return "size(" + render_expr(v.expr, lambda k: f"%{k}") + ")"
+    return repr(v)
+
+
+def _param_text(v):
+    if isinstance(v, Dim):
+        return render_expr(v.expr, lambda k: f"%{k}")
+    if isinstance(v, tuple):
+        inner = ", ".join(_param_text(x) for x in v)
+        return f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, np.dtype):
+        return v.name
+    return repr(v)
+
+
+class Graph:
+    """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``."""
+
+    def __init__(self, inputs, consts, nodes, outputs, name="f"):
+        self.inputs = list(inputs)
+        self.consts = list(consts)
+        self.nodes = list(nodes)
+        self.outputs = list(outputs)
+        self.name = name
+
+    def text(self):
+        lines = [f"graph {self.name}("
+                 + ", ".join(f"{v!r}: {v.type_text()}" for v in self.inputs) + ") {"]
+        for c in self.consts:
+            digest = _const_digest(c.value)
+            lines.append(f"  {c.var!r}: {c.var.type_text()} = const #{digest}")
+        for node in self.nodes:
+            where = f"    # {node.where}" if node.where else ""
+            lines.append("  " + node.text() + where)
+        outs = ", ".join(repr(v) if isinstance(v, Var) else _operand_text(v) for v in self.outputs)
+        lines.append(f"  return {outs}")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def key_text(self):
+        """The text without source locations: what the disk cache hashes."""
+        return "\n".join(line.split("    # ")[0] for line in self.text().splitlines())
+
+    __str__ = text
+
+    def validate(self):
+        """Every Var is defined once, before it is used."""
+        defined = {v.id for v in self.inputs} | {c.var.id for c in self.consts}
+        for node in self.nodes:
+            for v in node.var_inputs():
+                if v.id not in defined:
+                    raise AssertionError(f"graph: {v!r} used before it is defined in {node.text()}")
+            if node.out.id in defined:
+                raise AssertionError(f"graph: {node.out!r} defined twice")
+            defined.add(node.out.id)
+        for v in self.outputs:
+            if isinstance(v, Var) and v.id not in defined:
+                raise AssertionError(f"graph: output {v!r} is not defined")
+        return self
+
+
+def _const_digest(value):
+    import hashlib
+    value = np.ascontiguousarray(value)
+    h = hashlib.sha1(value.dtype.str.encode() + str(value.shape).encode() + value.tobytes())
+    return h.hexdigest()[:12]

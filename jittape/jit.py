@@ -1,0 +1,405 @@
+"""Compiled gradients: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``.
+
+A call looks up its signature (argument structure, dtypes, ranks, which axes have size
+1, and the values of Python ``int``/``bool``/``float`` arguments that are not
+differentiated) in a dict. On a miss it traces the function (``trace``), differentiates
+the graph (``autodiff``), optimizes it (``passes``), generates a Numba function
+(``codegen.cpu``), and builds it through the disk cache (``codegen.build``). Sizes are
+not part of the signature: the generated code reads them from the arrays, so one
+compile serves every batch size. A function that reads a size while tracing
+(``x.shape[0]``) is keyed on exact sizes instead, so a graph never reuses a stale one.
+
+Python scalars: a differentiated ``float`` argument is a float32 input; any other
+Python number is part of the signature (a new value traces and compiles again), so
+pass values that change every call (a learning rate in a schedule) as NumPy scalars or
+arrays, which are run-time inputs.
+"""
+
+import collections
+import functools
+import threading
+
+import numpy as np
+
+from . import autodiff, ops, passes, tree
+from ._version import __version__
+from .codegen import build, cpu
+from .errors import UnsupportedError, at_user_line
+from .tensor import Tensor
+from .trace import Trace, Tracer
+
+CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits misses")
+Lowered = collections.namedtuple("Lowered", "graph source")
+
+_MODES = ("grad", "value_and_grad", "jacobian", "hessian")
+_STATIC = (bool, int, float)
+_NJIT_OPTIONS = {"error_model": "numpy", "nogil": True}
+
+
+class _Signature:
+    """How one call's arguments map to kernel inputs."""
+
+    __slots__ = ("treedefs", "kinds")
+
+    def __init__(self, treedefs, kinds):
+        self.treedefs = treedefs     # per argument
+        self.kinds = kinds           # per leaf: 'array', 'scalar', 'pyfloat' (input) or 'static'
+
+
+class _Entry:
+    """One compiled signature: the kernel and how to pack its results."""
+
+    def __init__(self, graph, source, built, n_consts, consts, pack):
+        self.graph = graph
+        self.source = source
+        self.built = built
+        self.kernel = built.dispatcher
+        self.consts = consts          # array constants passed after the inputs
+        self.pack = pack              # kernel outputs -> the user's result
+        self.called = False
+
+
+class Compiled:
+    """A function compiled to a gradient (or value and gradient, jacobian, hessian)."""
+
+    def __init__(self, fn, mode, argnums=0, has_aux=False, target="cpu"):
+        if mode not in _MODES:
+            raise ValueError(f"unknown mode {mode!r}")
+        if target != "cpu":
+            raise ValueError(f"target={target!r}: this build supports target='cpu'")
+        if not callable(fn):
+            raise TypeError(f"{mode}: expected a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.mode = mode
+        self.single = isinstance(argnums, int)
+        self.argnums = (argnums,) if self.single else tuple(argnums)
+        if not all(isinstance(a, int) for a in self.argnums) or not self.argnums:
+            raise TypeError(f"{mode}: argnums must be an int or a non-empty tuple of ints, "
+                            f"got {argnums!r}")
+        self.has_aux = bool(has_aux)
+        self.target = target
+        self.name = getattr(fn, "__name__", "f")
+        self._cache = {}
+        self._size_keyed = False
+        self._lock = threading.Lock()
+        self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
+        functools.update_wrapper(self, fn)
+
+    # -- the call path ------------------------------------------------------------------
+    def __call__(self, *args):
+        key, leaves = self._key(args)
+        entry = self._cache.get(key)
+        if entry is None or not entry.called:
+            return self._first_call(key, args, leaves)
+        self._stats["hits"] += 1
+        out = entry.kernel(*_inputs(leaves, key[1]), *entry.consts)
+        return entry.pack(out)
+
+    def _key(self, args):
+        """(signature key, flattened leaves)."""
+        leaves, treedefs, kinds = [], [], []
+        parts = []
+        diff = self.argnums
+        for i, a in enumerate(args):
+            if a.__class__ is np.ndarray:
+                leaves.append(a)
+                treedefs.append(None)
+                kinds.append("array")
+                parts.append((a.dtype.char, tuple(d == 1 for d in a.shape)) if not self._size_keyed
+                             else (a.dtype.char, a.shape))
+                continue
+            sub, td = tree.flatten(a)
+            treedefs.append(td)
+            for leaf in sub:
+                kind, part = self._leaf(leaf, i in diff, i)
+                if kind == "array" and isinstance(leaf, Tensor):
+                    leaf = leaf._value
+                leaves.append(leaf)
+                kinds.append(kind)
+                parts.append(part)
+        return (tuple(treedefs), tuple(kinds), tuple(parts)), leaves
+
+    def _leaf(self, leaf, differentiated, argnum):
+        value = leaf._value if isinstance(leaf, Tensor) else leaf
+        if isinstance(value, np.ndarray):
+            return "array", (value.dtype.char, value.shape if self._size_keyed
+                             else tuple(d == 1 for d in value.shape))
+        if isinstance(value, np.generic):
+            return "scalar", (value.dtype.char, ())
+        if isinstance(value, float) and differentiated:
+            return "pyfloat", ("f", ())
+        if isinstance(value, _STATIC):
+            return "static", (type(value).__name__, value)
+        if hasattr(value, "__array__") and not isinstance(leaf, Tracer):
+            return "array", self._leaf(np.asarray(value), differentiated, argnum)[1]
+        raise UnsupportedError(at_user_line(
+            f"{self.mode}({self.name}): argument {argnum} holds a value of type "
+            f"{type(leaf).__name__}; arguments must be NumPy arrays or scalars, Python "
+            "numbers, jittape tensors, or lists/tuples/dicts of them"))
+
+    def _first_call(self, key, args, leaves):
+        with self._lock:                   # one thread compiles; the others wait for it
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._compile(args, leaves, key)
+                key, leaves = self._key(args)      # keyed on sizes if tracing read one
+                self._cache[key] = entry
+            else:
+                self._stats["hits"] += 1
+            inputs = _inputs(leaves, key[1])
+            if not entry.called:
+                out, compiled = build.first_call(entry.built, list(inputs) + list(entry.consts))
+                entry.kernel = entry.built.dispatcher
+                entry.called = True
+                if compiled:
+                    self._stats["compiles"] += 1
+                elif entry.built.from_disk:
+                    self._stats["disk_hits"] += 1
+            else:
+                out = entry.kernel(*inputs, *entry.consts)
+        return entry.pack(out)
+
+    # -- compiling ------------------------------------------------------------------------
+    def _compile(self, args, leaves, key):
+        self._stats["misses"] += 1
+        graph, pack, reads_sizes = self._trace(args, leaves, key)
+        if reads_sizes and not self._size_keyed:
+            self._size_keyed = True
+            self._cache.clear()
+        return self._build(graph, pack)
+
+    def _build(self, graph, pack):
+        source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
+        consts = [c.value for c in graph.consts if c.value.ndim > 0]
+        built = build.build(source, func, build.digest(graph.key_text(), self.target),
+                            _NJIT_OPTIONS)
+        return _Entry(graph, source, built, len(consts), consts, pack)
+
+    def _trace(self, args, leaves, key):
+        self._stats["traces"] += 1
+        kinds = key[1]
+        trace = Trace(self.name)
+        diff_inputs = []                   # (argnum, tracer) of differentiated leaves
+        with trace:
+            traced_args, k, pos = [], 0, 0
+            for i, a in enumerate(args):
+                td = key[0][i]
+                sub = [a] if td is None else tree.flatten(a)[0]
+                new = []
+                for leaf in sub:
+                    kind = kinds[pos]
+                    value = leaves[pos]
+                    pos += 1
+                    if kind == "static":
+                        new.append(value)
+                        continue
+                    array = np.float32(value) if kind == "pyfloat" else np.asarray(value)
+                    t = trace.add_input(array, k)
+                    k += 1
+                    new.append(t)
+                    if i in self.argnums:
+                        if array.dtype.kind not in "fc":
+                            raise TypeError(at_user_line(
+                                f"{self.mode}({self.name}): argument {i} has dtype "
+                                f"{array.dtype.name}; only floating-point arguments can be "
+                                f"differentiated (argnums={self._argnums_text()})"))
+                        diff_inputs.append((i, t))
+                traced_args.append(new[0] if td is None else tree.unflatten(td, new))
+            for i in self.argnums:
+                if i >= len(args) or i < -len(args):
+                    raise TypeError(at_user_line(
+                        f"{self.mode}({self.name}): argnums={self._argnums_text()} but the "
+                        f"function was called with {len(args)} positional arguments"))
+            result = self.fn(*traced_args)
+            outputs, pack = self._differentiate(trace, result, diff_inputs, key, args)
+        graph = passes.optimize(trace.graph(outputs))
+        return graph, pack, trace.reads_sizes
+
+    def _argnums_text(self):
+        return str(self.argnums[0]) if self.single else str(self.argnums)
+
+    def _differentiate(self, trace, result, diff_inputs, key, args):
+        if self.has_aux:
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(at_user_line(
+                    f"{self.mode}({self.name}) with has_aux=True: the function must return "
+                    f"a pair (value, aux), got {type(result).__name__}"))
+            result, aux = result
+        else:
+            aux = None
+        value = _as_tracer(trace, result, self.mode, self.name)
+        if self.mode in ("grad", "value_and_grad") and value._var.ndim != 0:
+            raise TypeError(at_user_line(
+                f"{self.mode}({self.name}): the function must return a scalar, got a value of "
+                f"shape {tuple(int(d) for d in value._var.shape)} (use jt.jacobian for "
+                "non-scalar outputs)"))
+        if value.dtype.kind not in "fc":
+            raise TypeError(at_user_line(
+                f"{self.mode}({self.name}): the function's output has dtype "
+                f"{value.dtype.name}; only floating-point outputs can be differentiated"))
+        if self.mode == "jacobian":
+            return _jacobian_outputs(self, trace, value, diff_inputs, aux)
+        if self.mode == "hessian":
+            return _hessian_outputs(self, trace, value, diff_inputs, aux)
+        seed = ops.ones_like(value)
+        cts = autodiff.backward(trace, [(value._var, seed)], [t._var for _, t in diff_inputs])
+        grads = [_grad_or_zeros(ct, t) for ct, (_, t) in zip(cts, diff_inputs)]
+        aux_leaves, aux_def = tree.flatten(aux)
+        aux_vars = [_as_tracer(trace, a, self.mode, self.name)._var for a in aux_leaves]
+        outputs = ([value._var] if self.mode == "value_and_grad" else []) + aux_vars + \
+            [g._var for g in grads]
+        dtypes = [v.dtype for v in outputs]
+        grad_defs = self._grad_structure(key)
+        mode, has_aux, single = self.mode, self.has_aux, self.single
+        n_aux = len(aux_vars)
+
+        def pack(out):
+            out = [_numpy(x, dt) for x, dt in zip(out, dtypes)]
+            pos = 1 if mode == "value_and_grad" else 0
+            aux_value = tree.unflatten(aux_def, out[pos:pos + n_aux])
+            grads = _unflatten_grads(grad_defs, out[pos + n_aux:], single)
+            if mode == "value_and_grad":
+                return ((out[0], aux_value), grads) if has_aux else (out[0], grads)
+            return (grads, aux_value) if has_aux else grads
+
+        return outputs, pack
+
+    def _grad_structure(self, key):
+        """Per differentiated argument: (its treedef or None for a bare array, leaf count)."""
+        out = []
+        treedefs, kinds = key[0], key[1]
+        counts = [1 if td is None else td.num_leaves for td in treedefs]
+        for i in self.argnums:
+            n_inputs = sum(1 for j in range(sum(counts[:i]), sum(counts[:i + 1]))
+                           if kinds[j] != "static")
+            out.append((treedefs[i], n_inputs))
+        return out
+
+    # -- introspection ------------------------------------------------------------------
+    def cache_info(self):
+        return CacheInfo(**self._stats)
+
+    def cache_clear(self):
+        self._cache.clear()
+
+    def lower(self, *args):
+        """The optimized graph and the generated source for these arguments."""
+        key, leaves = self._key(args)
+        entry = self._cache.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    entry = self._compile(args, leaves, key)
+                    key, leaves = self._key(args)
+                    self._cache[key] = entry
+        return Lowered(entry.graph.text(), entry.source)
+
+    def kernel(self, *args):
+        """The Numba dispatcher for these arguments' signature, callable from njit code.
+
+        It takes the flattened array arguments in order (0-d values as scalars) and
+        returns a tuple: ``(value, grad_0, ...)`` for value_and_grad, ``(grad_0, ...)``
+        for grad. Graph constants that are arrays are bound into it.
+        """
+        self.lower(*args)
+        key, _ = self._key(args)
+        entry = self._cache[key]
+        if not entry.consts:
+            return entry.kernel
+        return _bind_consts(entry)
+
+    def __repr__(self):
+        return f"<jittape compiled {self.mode} of {self.name}>"
+
+
+def _inputs(leaves, kinds):
+    out = []
+    for leaf, kind in zip(leaves, kinds):
+        if kind == "array":
+            out.append(leaf if leaf.ndim else leaf[()])
+        elif kind == "scalar":
+            out.append(leaf)
+        elif kind == "pyfloat":
+            out.append(np.float32(leaf))
+    return out
+
+
+def _as_tracer(trace, x, mode, name):
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, (Tensor, np.ndarray, np.generic, bool, int, float)):
+        value = x._value if isinstance(x, Tensor) else np.asarray(x)
+        if isinstance(x, float):
+            value = np.float32(x)
+        return Tracer._of(trace.const(np.asarray(value)), trace)
+    raise TypeError(at_user_line(
+        f"{mode}({name}): the function returned a value of type {type(x).__name__}; it must "
+        "return a jittape tensor (or a NumPy value)"))
+
+
+def _grad_or_zeros(ct, t):
+    if ct is None:                      # a symbolic zero, materialized at the boundary
+        return ops.zeros_like(t)
+    if ct.dtype != t.dtype:
+        ct = ops.cast(ct, t.dtype)
+    return ct
+
+
+def _numpy(x, dtype):
+    if isinstance(x, np.ndarray):
+        return x
+    return dtype.type(x)
+
+
+def _unflatten_grads(grad_defs, flat, single):
+    out, pos = [], 0
+    for td, n in grad_defs:
+        part = flat[pos:pos + n]
+        pos += n
+        out.append(part[0] if td is None else tree.unflatten(td, part))
+    return out[0] if single else tuple(out)
+
+
+def _bind_consts(entry):
+    import numba
+    consts = tuple(entry.consts)
+    inner = entry.kernel
+    n = len(consts)
+    if n == 1:
+        c0 = consts[0]
+
+        @numba.njit(**_NJIT_OPTIONS)
+        def bound(*args):
+            return inner(*args, c0)
+    else:
+        raise UnsupportedError(
+            "kernel(): functions that capture more than one NumPy array constant cannot be "
+            "exported to njit code yet; pass the arrays as arguments instead")
+    return bound
+
+
+def _jacobian_outputs(compiled, trace, value, diff_inputs, aux):
+    raise UnsupportedError("jt.jacobian is not available yet")
+
+
+def _hessian_outputs(compiled, trace, value, diff_inputs, aux):
+    raise UnsupportedError("jt.hessian is not available yet")
+
+
+# -- the public decorators ---------------------------------------------------------------
+
+def _decorator(mode):
+    def make(fn=None, argnums=0, has_aux=False, target="cpu"):
+        if fn is None:
+            return lambda f: Compiled(f, mode, argnums, has_aux, target)
+        return Compiled(fn, mode, argnums, has_aux, target)
+    make.__name__ = mode
+    make.__doc__ = f"Compile ``fn`` to its {mode.replace('_', ' ')} (see API.md)."
+    return make
+
+
+grad = _decorator("grad")
+value_and_grad = _decorator("value_and_grad")
+jacobian = _decorator("jacobian")
+hessian = _decorator("hessian")

@@ -1,0 +1,68 @@
+"""Buffer reuse: an array whose value is dead gives its memory to a later array of the
+same shape and dtype.
+
+Works on the generation order of ``fuse.schedule``. Views (reshape, transpose, basic
+indexing) share their source's memory, so a buffer is free only when its value and every
+view of it are dead; inputs, constants and outputs are never reused.
+"""
+
+from ..ir import Var
+from .fuse import Group, domain_key
+
+VIEW_OPS = ("reshape", "transpose", "getitem", "identity", "stop_gradient")
+
+
+def _items_nodes(item):
+    if isinstance(item, Group):
+        return item.nodes + ([item.reduce] if item.reduce else [])
+    return [item]
+
+
+def plan_buffers(graph, order, materialized):
+    """{var id: var id of the earlier array whose buffer it takes over}.
+
+    ``materialized`` is the set of var ids that the generated code allocates as new
+    arrays (group outputs and reductions kept as arrays).
+    """
+    last_use = {}
+    for pos, item in enumerate(order):
+        for n in _items_nodes(item):
+            for v in n.var_inputs():
+                last_use[v.id] = pos
+    root = {}                         # var id -> the buffer (var id) it lives in
+    for item in order:
+        for n in _items_nodes(item):
+            if n.prim.name in VIEW_OPS and isinstance(n.inputs[0], Var):
+                root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
+    pinned = {v.id for v in graph.inputs} | {c.var.id for c in graph.consts}
+    pinned |= {root.get(v.id, v.id) for v in graph.outputs if isinstance(v, Var)}
+    # a buffer stays live until the last use of any value living in it
+    buffer_end = {}
+    for vid, pos in last_use.items():
+        b = root.get(vid, vid)
+        buffer_end[b] = max(buffer_end.get(b, -1), pos)
+    var_of = {n.out.id: n.out for item in order for n in _items_nodes(item)}
+    free = {}                         # (shape key, dtype) -> [buffer var ids]
+    reuse = {}
+    released = set()
+    for pos, item in enumerate(order):
+        # allocate this item's new arrays from buffers freed before it
+        for n in _items_nodes(item):
+            v = n.out
+            if v.id in materialized and v.ndim > 0:
+                slot = (domain_key(v.shape), v.dtype.str)
+                pool = free.get(slot)
+                if pool:
+                    reuse[v.id] = pool.pop()
+        # release buffers whose last reader is this item
+        for n in _items_nodes(item):
+            for v in n.var_inputs() + [n.out]:
+                b = root.get(v.id, v.id)
+                if b in released or b in pinned or b not in materialized:
+                    continue
+                if buffer_end.get(b, -1) <= pos:
+                    released.add(b)
+                    var = var_of.get(b)
+                    if var is not None and var.ndim > 0:
+                        free.setdefault((domain_key(var.shape), var.dtype.str), []).append(b)
+    return reuse
