@@ -32,6 +32,9 @@ CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits 
 Lowered = collections.namedtuple("Lowered", "graph source")
 
 _MODES = ("grad", "value_and_grad", "jacobian", "hessian")
+_ndarray = np.ndarray
+_NUMPY_SCALARS = frozenset([np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
+                            np.int64, np.uint8, np.bool_])
 _STATIC = (bool, int, float)
 _NJIT_OPTIONS = {"error_model": "numpy", "nogil": True}
 
@@ -80,6 +83,8 @@ class Compiled:
         self.target = target
         self.name = getattr(fn, "__name__", "f")
         self._cache = {}
+        self._fast = {}                   # exact dtypes and shapes -> entry (see __call__)
+        self._hits = 0
         self._size_keyed = False
         self._lock = threading.Lock()
         self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
@@ -87,13 +92,47 @@ class Compiled:
 
     # -- the call path ------------------------------------------------------------------
     def __call__(self, *args):
+        # The fast path: NumPy arrays and scalars, looked up by their exact classes,
+        # dtypes and shapes (a shape seen before maps straight to its kernel).
+        try:
+            n = len(args)
+            if n == 1:
+                a, = args
+                fast = (a.__class__, a.dtype, a.shape)
+            elif n == 2:
+                a, b = args
+                fast = (a.__class__, a.dtype, a.shape, b.__class__, b.dtype, b.shape)
+            elif n == 3:
+                a, b, c = args
+                fast = (a.__class__, a.dtype, a.shape, b.__class__, b.dtype, b.shape,
+                        c.__class__, c.dtype, c.shape)
+            else:
+                fast = tuple([x for a in args for x in (a.__class__, a.dtype, a.shape)])
+            entry = self._fast.get(fast)
+        except (AttributeError, TypeError):       # not all NumPy values (or unhashable)
+            fast = entry = None
+        if entry is not None:
+            self._hits += 1
+            kernel, pack, consts = entry
+            return pack(kernel(*args, *consts))
+        return self._call(args, fast)
+
+    def _call(self, args, fast):
         key, leaves = self._key(args)
         entry = self._cache.get(key)
         if entry is None or not entry.called:
-            return self._first_call(key, args, leaves)
-        self._stats["hits"] += 1
-        out = entry.kernel(*_inputs(leaves, key[1]), *entry.consts)
-        return entry.pack(out)
+            out = self._first_call(key, args, leaves)
+        else:
+            self._hits += 1
+            out = entry.pack(entry.kernel(*_inputs(leaves, key[1]), *entry.consts))
+        if fast is not None and all(a.__class__ in _NUMPY_SCALARS or (
+                a.__class__ is _ndarray and a.ndim) for a in args):
+            if len(self._fast) > 1024:
+                self._fast.clear()
+            key, _ = self._key(args)
+            entry = self._cache[key]
+            self._fast[fast] = (entry.kernel, entry.pack, tuple(entry.consts))
+        return out
 
     def _key(self, args):
         """(signature key, flattened leaves)."""
@@ -109,7 +148,7 @@ class Compiled:
                              else (a.dtype.char, a.shape))
                 continue
             sub, td = tree.flatten(a)
-            treedefs.append(td)
+            treedefs.append(None if td.kind == "leaf" else td)
             for leaf in sub:
                 kind, part = self._leaf(leaf, i in diff, i)
                 if kind == "array" and isinstance(leaf, Tensor):
@@ -145,7 +184,7 @@ class Compiled:
                 key, leaves = self._key(args)      # keyed on sizes if tracing read one
                 self._cache[key] = entry
             else:
-                self._stats["hits"] += 1
+                self._hits += 1
             inputs = _inputs(leaves, key[1])
             if not entry.called:
                 out, compiled = build.first_call(entry.built, list(inputs) + list(entry.consts))
@@ -166,6 +205,7 @@ class Compiled:
         if reads_sizes and not self._size_keyed:
             self._size_keyed = True
             self._cache.clear()
+            self._fast.clear()
         return self._build(graph, pack)
 
     def _build(self, graph, pack):
@@ -252,6 +292,9 @@ class Compiled:
         grad_defs = self._grad_structure(key)
         mode, has_aux, single = self.mode, self.has_aux, self.single
         n_aux = len(aux_vars)
+        ranks = [v.ndim for v in outputs]
+        if not has_aux and all(td is None for td, _ in grad_defs):
+            return outputs, _flat_packer(mode, single, dtypes, ranks)
 
         def pack(out):
             out = [_numpy(x, dt) for x, dt in zip(out, dtypes)]
@@ -277,10 +320,13 @@ class Compiled:
 
     # -- introspection ------------------------------------------------------------------
     def cache_info(self):
-        return CacheInfo(**self._stats)
+        return CacheInfo(**dict(self._stats, hits=self._hits))
 
     def cache_clear(self):
-        self._cache.clear()
+        """Forget the compiled signatures (the disk cache stays)."""
+        with self._lock:
+            self._cache.clear()
+            self._fast.clear()
 
     def lower(self, *args):
         """The optimized graph and the generated source for these arguments."""
@@ -344,6 +390,27 @@ def _grad_or_zeros(ct, t):
     if ct.dtype != t.dtype:
         ct = ops.cast(ct, t.dtype)
     return ct
+
+
+def _flat_packer(mode, single, dtypes, ranks):
+    """A packer for flat arguments, written out as one expression (it runs every call)."""
+    names = {}
+    items = []
+    for k, (dt, rank) in enumerate(zip(dtypes, ranks)):
+        if rank:
+            items.append(f"out[{k}]")
+        else:                            # Numba returns Python numbers for 0-d values
+            names[f"T{k}"] = dt.type
+            items.append(f"T{k}(out[{k}])")
+    if mode == "value_and_grad":
+        value, grads = items[0], items[1:]
+    else:
+        value, grads = None, items
+    grads_code = grads[0] if single else "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")"
+    body = f"({value}, {grads_code})" if value is not None else grads_code
+    source = f"def pack(out):\n    return {body}\n"
+    exec(compile(source, "<jittape packer>", "exec"), names)
+    return names["pack"]
 
 
 def _numpy(x, dtype):

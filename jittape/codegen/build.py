@@ -104,8 +104,7 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
             raise _CacheError(str(err)) from err
         raise
     module = _import(module_name, path)
-    fn = getattr(module, func_name)
-    dispatcher = numba.njit(cache=use_cache, **njit_options)(fn)
+    dispatcher = numba.njit(cache=use_cache, **njit_options)(getattr(module, func_name))
     return Built(dispatcher, path, from_disk)
 
 

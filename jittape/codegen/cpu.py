@@ -25,8 +25,8 @@ import numba
 import numpy as np
 
 from jittape.codegen.runtime import (  # noqa: F401
-    relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, slice_length, slice_start, slice_step,
-    softplus_f32, softplus_f64,
+    dot, empty, relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, slice_length, slice_start,
+    slice_step, softplus_f32, softplus_f64, zeros,
 )
 
 '''
@@ -63,16 +63,31 @@ class Context:
     dtype = staticmethod(names.dtype_code)
     literal = staticmethod(names.literal_code)
 
-    def array(self, v):
-        """An operand as an array even when it is a 0-d value (a scalar in generated code)."""
-        if isinstance(v, Var) and v.ndim > 0:
-            return self.name(v)
-        dtype = v.dtype if isinstance(v, Var) else np.asarray(v).dtype
-        return f"np.full((1,), {self.name(v)}, {names.dtype_code(dtype)}).reshape(())"
+    def is_c_contiguous(self, v):
+        """Whether generated code made ``v`` as a C-ordered array (not an input or a view)."""
+        return (isinstance(v, Var) and v.node is not None and v.id not in self.input_index
+                and v.id not in self.const_ids and v.node.prim.name != "transpose")
+
+    @staticmethod
+    def full(name, shape, value, dtype):
+        """Lines making ``name`` an array of ``shape`` filled with ``value`` (source code).
+
+        An explicit loop: Numba compiles it much faster than ``np.full``.
+        """
+        rank = len(shape)
+        lines = [f"{name} = empty({names.shape_code(shape)}, {names.dtype_code(dtype)})"]
+        for k in range(rank):
+            lines.append("    " * k + f"for k{k} in range({name}.shape[{k}]):")
+        index = ", ".join(f"k{k}" for k in range(rank))
+        lines.append("    " * rank + f"{name}[{index}] = {value}")
+        return lines
 
 
 def generate(graph, name, version):
-    """(module source, the name of the kernel function) for an optimized graph."""
+    """(module source, the name of its function) for an optimized graph.
+
+    The function takes the flattened array arguments (0-d values as scalars) and then the
+    array constants, and returns a tuple of results: the convention of ``f.kernel()``."""
     ctx = Context(graph)
     order = schedule(graph)
     materialized = set()
@@ -219,11 +234,15 @@ def _alloc(ctx, v, reuse, shape, fill=None):
     if v.id in reuse:
         lines = [f"{name} = v{reuse[v.id]}  # reuses a dead buffer"]
         if fill is not None:
-            lines.append(f"{name}[...] = {names.literal_code(fill, v.dtype)}")
+            rank = v.ndim
+            for k in range(rank):
+                lines.append("    " * k + f"for k{k} in range({name}.shape[{k}]):")
+            index = ", ".join(f"k{k}" for k in range(rank))
+            lines.append("    " * rank + f"{name}[{index}] = {names.literal_code(fill, v.dtype)}")
         return lines
     if fill is None:
-        return [f"{name} = np.empty({shape}, {names.dtype_code(v.dtype)})"]
-    return [f"{name} = np.full({shape}, {names.literal_code(fill, v.dtype)})"]
+        return [f"{name} = empty({shape}, {names.dtype_code(v.dtype)})"]
+    return ctx.full(name, v.shape, names.literal_code(fill, v.dtype), v.dtype)
 
 
 def _literal_dtype(node):

@@ -7,7 +7,7 @@ differ only in their constants' types, so that float32 code stays float32.
 import numba
 import numpy as np
 
-_jit = numba.njit(cache=True, inline="always")
+_jit = numba.njit(cache=True)
 
 
 def _make(ftype):
@@ -53,3 +53,23 @@ def slice_start(n, start, stop, step):
 @_jit
 def slice_step(n, start, stop, step):
     return slice(start, stop, step).indices(n)[2]
+
+
+# Array helpers. Generated kernels call these instead of np.dot / np.empty / np.zeros:
+# each specialization is compiled once and kept in Numba's disk cache, so a new kernel
+# does not compile Numba's implementations of them again (most of a cold compile).
+
+@numba.njit(cache=True)
+def dot(a, b):
+    """np.dot (BLAS for float32/float64 matrices)."""
+    return np.dot(a, b)
+
+
+@numba.njit(cache=True)
+def empty(shape, dtype):
+    return np.empty(shape, dtype)
+
+
+@numba.njit(cache=True)
+def zeros(shape, dtype):
+    return np.zeros(shape, dtype)

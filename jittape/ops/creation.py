@@ -114,7 +114,7 @@ def _lower_full_like(ctx, node):
     fill = ctx.literal(node.params["fill_value"], out.dtype)
     if out.ndim == 0:
         return [f"{ctx.name(out)} = {fill}"]
-    return [f"{ctx.name(out)} = np.full({ctx.shape(out.shape)}, {fill})"]
+    return ctx.full(ctx.name(out), out.shape, fill, out.dtype)
 
 
 full_like_prim.lowerings["cpu"] = _lower_full_like

@@ -175,10 +175,10 @@ def _lower_matmul(ctx, node):
     o = ctx.name(out)
     batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
     if batch == 0:
-        expr = f"np.dot({xn}, {yn})"
+        expr = f"dot({xn}, {yn})"
         lines.append(f"{o} = {expr}" if float_out else f"{o} = {expr}.astype({dt})")
         return lines
-    lines.append(f"{o} = np.empty({ctx.shape(out.shape)}, {dt})")
+    lines.append(f"{o} = empty({ctx.shape(out.shape)}, {dt})")
     idx = [f"b{k}" for k in range(batch)]
     for k in range(batch):
         lines.append("    " * k + f"for b{k} in range({ctx.size(out.shape[k])}):")
@@ -194,7 +194,7 @@ def _lower_matmul(ctx, node):
             items.append("0" if d == 1 else idx[batch - lead + a])
         return f"{name}[{', '.join(items + [':', ':'])}]"
 
-    res = f"np.dot({operand(x, xn)}, {operand(y, yn)})"
+    res = f"dot({operand(x, xn)}, {operand(y, yn)})"
     lines.append(f"{inner}{o}[{', '.join(idx)}] = {res}")
     return lines
 
@@ -219,7 +219,7 @@ def _lower_einsum(ctx, node):
         acc = ctx.tmp("acc")
         lines.append(f"{acc} = {ctx.literal(0, out.dtype)}")
     else:
-        lines.append(f"{o} = np.zeros({ctx.shape(out.shape)}, {acc_dt})")
+        lines.append(f"{o} = zeros({ctx.shape(out.shape)}, {acc_dt})")
     for k, c in enumerate(letters):
         lines.append("    " * k + f"for j_{c} in range({sizes[c]}):")
     inner = "    " * len(letters)

@@ -437,17 +437,31 @@ def _lower_reshape(ctx, node):
     x, out = node.inputs[0], node.out
     o, xn = ctx.name(out), ctx.name(x)
     if x.ndim == 0:
-        return [f"{o} = np.full({ctx.shape(out.shape)}, {xn})"]
+        return ctx.full(o, out.shape, xn, out.dtype)
     if out.ndim == 0:
-        return [f"{o} = {xn}.ravel()[0]"]
+        return [f"{o} = {xn}[{', '.join(['0'] * x.ndim)}]"]
+    if ctx.is_c_contiguous(x):
+        return [f"{o} = {xn}.reshape({ctx.shape(out.shape)})"]
     return [f"{o} = np.ascontiguousarray({xn}).reshape({ctx.shape(out.shape)})"]
 
 
 def _lower_transpose(ctx, node):
-    x = node.inputs[0]
+    x, out = node.inputs[0], node.out
+    o, xn = ctx.name(out), ctx.name(x)
     if x.ndim <= 1:
-        return [f"{ctx.name(node.out)} = {ctx.name(x)}"]
-    return [f"{ctx.name(node.out)} = np.transpose({ctx.name(x)}, {tuple(node.params['axes'])})"]
+        return [f"{o} = {xn}"]
+    if x.ndim == 2:                 # a view; np.dot reads it without a copy (BLAS 'T')
+        return [f"{o} = {xn}.T"]
+    # N-D: a copy in a loop nest (Numba's np.transpose is slow to compile)
+    axes = node.params["axes"]
+    lines = [f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+    loops, pad = _loops([f"{o}.shape[{k}]" for k in range(out.ndim)])
+    src = [""] * x.ndim
+    for k, a in enumerate(axes):
+        src[a] = f"i{k}"
+    lines += loops
+    lines.append(f"{pad}{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{', '.join(src)}]")
+    return lines
 
 
 def _lower_concatenate(ctx, node):
@@ -548,12 +562,12 @@ def _lower_getitem(ctx, node):
     out = node.out
     o, xn = ctx.name(out), ctx.name(x)
     if x.ndim == 0:
-        return [f"{o} = np.full({ctx.shape(out.shape)}, {xn})" if out.ndim else f"{o} = {xn}"]
+        return ctx.full(o, out.shape, xn, out.dtype) if out.ndim else [f"{o} = {xn}"]
     before, inside, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
     lines = list(before)
     if out.ndim == 0:
         return lines + inside + [f"{o} = {xn}[{index}]"]
-    lines.append(f"{o} = np.empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+    lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
     loops, pad = _loops([ctx.size(d) for d in out.shape])
     lines += loops + [pad + line for line in inside]
     lines.append(f"{pad}{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]")
@@ -564,7 +578,7 @@ def _lower_index_add(ctx, node):
     g, arrays = node.inputs[0], node.inputs[1:]
     out = node.out
     o, gn = ctx.name(out), ctx.name(g)
-    lines = [f"{o} = np.zeros({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+    lines = [f"{o} = zeros({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
     if out.ndim == 0:
         return [f"{o} = {gn}"]
     before, inside, index = _index_code(ctx, node, out.ndim, o, arrays, g.ndim)
