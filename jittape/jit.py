@@ -429,21 +429,15 @@ def _unflatten_grads(grad_defs, flat, single):
 
 
 def _bind_consts(entry):
+    """The kernel with its array constants bound (Numba freezes them into the code)."""
     import numba
-    consts = tuple(entry.consts)
-    inner = entry.kernel
-    n = len(consts)
-    if n == 1:
-        c0 = consts[0]
-
-        @numba.njit(**_NJIT_OPTIONS)
-        def bound(*args):
-            return inner(*args, c0)
-    else:
-        raise UnsupportedError(
-            "kernel(): functions that capture more than one NumPy array constant cannot be "
-            "exported to njit code yet; pass the arrays as arguments instead")
-    return bound
+    args = [f"a{k}" for k in range(len(entry.graph.inputs))]
+    consts = [f"c{k}" for k in range(len(entry.consts))]
+    namespace = dict(zip(consts, entry.consts), inner=entry.kernel)
+    source = (f"def bound({', '.join(args)}):\n"
+              f"    return inner({', '.join(args + consts)})\n")
+    exec(compile(source, "<jittape kernel with constants>", "exec"), namespace)
+    return numba.njit(**_NJIT_OPTIONS)(namespace["bound"])
 
 
 def _jacobian_outputs(compiled, trace, value, diff_inputs, aux):

@@ -146,3 +146,75 @@ def test_unsupported_numpy_function_names_itself():
         np.arcsinh(x)
     with pytest.raises(jt.UnsupportedError, match="numpy.add.reduce"):
         np.add.reduce(x)
+
+
+# -- compiled: every op through trace, autodiff, codegen and Numba ---------------------
+
+def _op_program(name, dtype=np.float64):
+    """All examples of an op as one loss over flat array arguments.
+
+    Returns (loss, arrays, argnums): loss(*arrays) = sum over the examples of
+    sum(op(*inputs) * v), differentiated in every floating input.
+    """
+    op = all_ops()[name]
+    rng = _rng(name, "compiled")
+    arrays, argnums, layout = [], [], []
+    for ex in op.examples:
+        values, diff = make_inputs(op, ex, rng, dtype)
+        slots = []
+        for k, value in enumerate(values):
+            if isinstance(value, np.ndarray):
+                if k in diff:
+                    argnums.append(len(arrays))
+                slots.append(("arg", len(arrays)))
+                arrays.append(value)
+            else:
+                slots.append(("static", value))
+        out = apply(op, values, ex.params)
+        layout.append((slots, ex.params, rng.normal(size=np.shape(out))))
+
+    def loss(*args):
+        total = 0.0
+        for slots, params, v in layout:
+            inputs = [args[s[1]] if s[0] == "arg" else s[1] for s in slots]
+            total = total + jt.sum(apply(op, inputs, params) * v)
+        return total
+
+    return loss, arrays, tuple(argnums)
+
+
+def _eager(loss, arrays, argnums):
+    args = [jt.constant(a) for a in arrays]
+    with jt.GradientTape() as tape:
+        for k in argnums:
+            tape.watch(args[k])
+        value = loss(*args)
+    grads = tape.gradient(value, [args[k] for k in argnums])
+    return value.numpy(), [None if g is None else g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("name", sorted(all_ops()))
+def test_compiled_op_matches_eager(name):
+    """Eager tape, the generated Python run without JIT, and Numba: one answer."""
+    loss, arrays, argnums = _op_program(name)
+    value, grads = _eager(loss, arrays, argnums)
+    if argnums:
+        f = jt.value_and_grad(loss, argnums=argnums)
+        got_value, got_grads = f(*arrays)
+    else:                                    # no floating input (e.g. only index arrays)
+        f = jt.value_and_grad(lambda *a: loss(*a[1:]), argnums=0)
+        got_value, _ = f(np.float64(0.0), *arrays)
+        got_grads = []
+    np.testing.assert_allclose(got_value, value, rtol=1e-9, atol=1e-12, err_msg=name)
+    for k, g, want in zip(argnums, got_grads, grads):
+        want = np.zeros_like(arrays[k]) if want is None else want
+        assert g.shape == arrays[k].shape and g.dtype == arrays[k].dtype, (name, k)
+        np.testing.assert_allclose(g, want, rtol=1e-9, atol=1e-12, err_msg=f"{name} input {k}")
+    if argnums:
+        kernel = f.kernel(*arrays)
+        if hasattr(kernel, "py_func"):       # the generated Python itself, without Numba
+            out = kernel.py_func(*[a if a.ndim else a[()] for a in arrays])
+            np.testing.assert_allclose(out[0], value, rtol=1e-9, atol=1e-12, err_msg=name)
+            for g, want in zip(out[1:], grads):
+                if want is not None:
+                    np.testing.assert_allclose(g, want, rtol=1e-9, atol=1e-12, err_msg=name)

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, slice_length, slice_start,
+    dot, empty, matmul2d, relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, slice_length, slice_start,
     slice_step, softplus_f32, softplus_f64, zeros,
 )
 

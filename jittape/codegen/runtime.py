@@ -73,3 +73,22 @@ def empty(shape, dtype):
 @numba.njit(cache=True)
 def zeros(shape, dtype):
     return np.zeros(shape, dtype)
+
+
+@numba.njit(cache=True)
+def matmul2d(a, b):
+    """a @ b for matrices: BLAS, or a plain loop when the product is too small for the
+    cost of a BLAS call to pay off (the seed examples' 1x4 @ 4x3)."""
+    n, k = a.shape
+    m = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError("matmul: operand shapes are not aligned")
+    if n * k * m > 2048:
+        return np.dot(a, b)
+    out = np.zeros((n, m), a.dtype)
+    for i in range(n):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(m):
+                out[i, j] += aip * b[p, j]
+    return out

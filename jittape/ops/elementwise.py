@@ -97,6 +97,14 @@ divide = elementwise("divide", np.true_divide, "({0} / {1})", [
     domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv)
 
 
+def _power_scalar(node):
+    # a literal exponent 2 is a product (no pow call; it vectorizes)
+    y = node.inputs[1]
+    if y.__class__ in (int, float) and y == 2:
+        return "({0} * {0})"
+    return "({0} ** {1})"
+
+
 def _power_vjp_x(g, out, x, y):
     # y - 1 in Python for a Python exponent: an op on two Python scalars would give a
     # strongly typed int64 tensor and widen a float32 cotangent.
@@ -116,7 +124,7 @@ def _power_vjp_y(g, out, x, y):
     return unbroadcast(multiply(g, multiply(out, safe_log)), y.shape)
 
 
-power = elementwise("power", np.power, "({0} ** {1})", [_power_vjp_x, _power_vjp_y], save=(True, True),
+power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power_vjp_x, _power_vjp_y], save=(True, True),
                     examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
                     domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow)
 

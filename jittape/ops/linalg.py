@@ -175,7 +175,7 @@ def _lower_matmul(ctx, node):
     o = ctx.name(out)
     batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
     if batch == 0:
-        expr = f"dot({xn}, {yn})"
+        expr = f"matmul2d({xn}, {yn})" if x.ndim == 2 and y.ndim == 2 else f"dot({xn}, {yn})"
         lines.append(f"{o} = {expr}" if float_out else f"{o} = {expr}.astype({dt})")
         return lines
     lines.append(f"{o} = empty({ctx.shape(out.shape)}, {dt})")
