@@ -188,6 +188,10 @@ class Node:
         return f"{self.out!r}: {self.out.type_text()} = {self.prim.name}({args}{params})"
 
 
+def _input_ref(k):
+    return f"%{k}"
+
+
 def _operand_text(v):
     if isinstance(v, Var):
         return repr(v)
@@ -210,7 +214,8 @@ def _param_text(v):
 class Graph:
     """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``."""
 
-    def __init__(self, inputs, consts, nodes, outputs, name="f"):
+    def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None):
+        self.checks = dict(checks or {})      # (size expr, size expr) -> error message
         self.inputs = list(inputs)
         self.consts = list(consts)
         self.nodes = list(nodes)
@@ -220,6 +225,8 @@ class Graph:
     def text(self):
         lines = [f"graph {self.name}("
                  + ", ".join(f"{v!r}: {v.type_text()}" for v in self.inputs) + ") {"]
+        for (a, b), message in self.checks.items():
+            lines.append(f"  check {render_expr(a, _input_ref)} == {render_expr(b, _input_ref)}")
         for c in self.consts:
             digest = _const_digest(c.value)
             lines.append(f"  {c.var!r}: {c.var.type_text()} = const #{digest}")

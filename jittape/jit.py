@@ -281,7 +281,7 @@ class Compiled:
             return _jacobian_outputs(self, trace, value, diff_inputs, aux)
         if self.mode == "hessian":
             return _hessian_outputs(self, trace, value, diff_inputs, aux)
-        seed = ops.ones_like(value)
+        seed = Tracer._of(trace.const(np.ones((), value.dtype)), trace)   # d value / d value
         cts = autodiff.backward(trace, [(value._var, seed)], [t._var for _, t in diff_inputs])
         grads = [_grad_or_zeros(ct, t) for ct, (_, t) in zip(cts, diff_inputs)]
         aux_leaves, aux_def = tree.flatten(aux)

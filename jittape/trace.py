@@ -39,6 +39,7 @@ class Trace:
         self.consts = []
         self._const_ids = {}
         self.nodes = []
+        self.checks = {}           # (expr, expr) -> message: sizes that must be equal
         self.reads_sizes = False
         self.where = None          # set while the backward pass runs: the forward op's line
         self._next = 0
@@ -115,8 +116,20 @@ class Trace:
         self.nodes.append(node)
         return Tracer._of(out, self)
 
+    def require_equal(self, op, a, b):
+        """Sizes ``a`` and ``b`` must be equal at run time (an op combines them)."""
+        ea, eb = ir.expr_of(a), ir.expr_of(b)
+        if ea != eb and (eb, ea) not in self.checks:
+            where = self.where or user_frame()
+            flat = lambda k: f"input{k}"                       # noqa: E731
+            sizes = f"{ir.render_expr(ea, flat)} != {ir.render_expr(eb, flat)}"
+            self.checks.setdefault((ea, eb), f"{op}: operand shapes cannot be broadcast together "
+                                   f"(sizes {sizes} in this call; inputs are the flattened "
+                                   f"arguments)" + (f" (at {where})" if where else ""))
+
     def graph(self, outputs):
-        return ir.Graph(self.inputs, self.consts, self.nodes, outputs, self.name).validate()
+        return ir.Graph(self.inputs, self.consts, self.nodes, outputs, self.name,
+                        checks=self.checks).validate()
 
     # -- context ---------------------------------------------------------------------
     def __enter__(self):

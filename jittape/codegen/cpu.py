@@ -103,6 +103,9 @@ def generate(graph, name, version):
     args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
     lines = [f"def kernel({', '.join(args)}):"]
     body = []
+    for (a, b), message in graph.checks.items():        # sizes the ops need equal
+        body.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
+        body.append(f"    raise ValueError({message!r})")
     for gid, item in enumerate(order):
         if isinstance(item, Group):
             body.extend(_group(ctx, item, gid, reuse))
@@ -165,19 +168,7 @@ def _group(ctx, group, gid, reuse):
             lines.append(f"{acc} = {names.literal_code(init(r.dtype), acc_dtype)}")
         else:
             lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape), fill=init(r.dtype)))
-    # input shape checks: a broadcast operand must match the loop where its size is not 1
-    checked = set()
-    for n in group.nodes + ([red] if red else []):
-        for v in n.var_inputs():
-            if v.id in members or v.id in checked or v.ndim == 0:
-                continue
-            checked.add(v.id)
-            offset = rank - v.ndim
-            for a, d in enumerate(v.shape):
-                if isinstance(d, ir.Dim) and ir.expr_of(d) != ir.expr_of(group.domain[offset + a]):
-                    lines.append(f"if {ctx.name(v)}.shape[{a}] != {sizes[offset + a]}:")
-                    lines.append(f"    raise ValueError('{n.prim.name}: operand shapes cannot be "
-                                 f"broadcast together')")
+    # (sizes that must match were checked on entry: graph.checks)
     indent = ""
     for a in range(rank):
         lines.append(f"{indent}for {names.index_name(a)} in range({sizes[a]}):")

@@ -269,9 +269,22 @@ def broadcast_shapes(op, *shapes):
                         raise ShapeError(at_user_line(
                             f"{op}: shapes {shown} cannot be broadcast together "
                             f"(axis {axis}: {size} vs {d})"))
+                    if size != 1:
+                        same_size(op, size, d)
                     size = d
         out.append(size)
     return tuple(out)
+
+
+def same_size(op, a, b):
+    """Sizes an op needs equal: equal now, and checked at run time if they may differ then.
+
+    While tracing, two sizes known only at run time (``ir.Dim``s from different inputs)
+    become a check in the generated code, so a later call with other sizes raises
+    instead of reading out of bounds.
+    """
+    if TRACES and (hasattr(a, "expr") or hasattr(b, "expr")):
+        TRACES[-1].require_equal(op, a, b)
 
 
 _DTYPE_CACHE = {}

@@ -9,7 +9,8 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedError, at_user_line
 from . import elementwise as _ew
 from . import shape as _sh
-from .core import Aval, PerInput, Primitive, broadcast_shapes, composite, ex, numpy_dispatch, shape_of
+from .core import (Aval, PerInput, Primitive, broadcast_shapes, composite, ex, numpy_dispatch,
+                   same_size, shape_of)
 
 
 def _matmul_abstract(x, y):
@@ -23,6 +24,7 @@ def _matmul_abstract(x, y):
         raise ShapeError(at_user_line(
             f"matmul: shapes {a} and {b} are not aligned: {k1} (last axis of the first) != "
             f"{k2} ({'second-to-last' if len(b) > 1 else 'only'} axis of the second)"))
+    same_size("matmul", k1, k2)
     batch = broadcast_shapes("matmul", a[:-2], b[:-2])
     shape = batch + (a[-2:-1] if len(a) > 1 else ()) + (b[-1:] if len(b) > 1 else ())
     return Aval(shape, np.result_type(x.dtype, y.dtype))
@@ -117,7 +119,8 @@ def _einsum_abstract(*operands, spec):
         if len(shape) != len(s):
             raise ShapeError(at_user_line(f"einsum: operand {s!r} of {spec!r} has shape {shape}"))
         for c, d in zip(s, shape):
-            if sizes.setdefault(c, d) != d:
+            same_size("einsum", sizes.setdefault(c, d), d)
+            if sizes[c] != d:
                 raise ShapeError(at_user_line(
                     f"einsum: index {c!r} of {spec!r} has sizes {sizes[c]} and {d} "
                     f"(shapes {', '.join(str(shape_of(o)) for o in operands)})"))

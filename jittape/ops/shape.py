@@ -14,7 +14,8 @@ from .. import ir
 from ..errors import ShapeError, UnsupportedError, at_user_line
 from ..tensor import Tensor
 from . import elementwise as _ew
-from .core import Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch, shape_of
+from .core import (Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch,
+                   same_size, shape_of)
 
 
 def _ndim(x):
@@ -123,6 +124,9 @@ def _broadcast_to_abstract(x, shape):
         d == 1 or d == n for d, n in zip(old[::-1], shape[::-1]))
     if not ok:
         raise ShapeError(at_user_line(f"broadcast_to: cannot broadcast shape {old} to {shape}"))
+    for d, n in zip(old[::-1], shape[::-1]):
+        if d != 1:
+            same_size("broadcast_to", d, n)
     return Aval(shape, x.dtype)
 
 
@@ -152,6 +156,10 @@ def _concat_abstract(*xs, axis):
         if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
             raise ShapeError(at_user_line(
                 f"concatenate: shapes {', '.join(map(str, shapes))} differ outside axis {axis}"))
+    for s in shapes[1:]:
+        for i, (a, b) in enumerate(zip(s, first)):
+            if i != axis:
+                same_size("concatenate", a, b)
     out = list(first)
     out[axis] = sum(s[axis] for s in shapes)
     dtype = np.result_type(*[x.dtype for x in xs])

@@ -1,0 +1,340 @@
+"""Compiled gradients on the CPU: results, signatures and caches, kernel(), errors."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numba
+import numpy as np
+import pytest
+
+import jittape as jt
+
+THIS_FILE = os.path.basename(__file__)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
+    return path
+
+
+def logistic(w, b, x, y):
+    z = x @ w + b
+    return jt.mean(jt.softplus(z) - y * z)
+
+
+def data(n, rng=None, dtype=np.float32):
+    rng = rng or np.random.default_rng(n)
+    x = rng.normal(size=(n, 5)).astype(dtype)
+    y = (rng.random(n) > 0.5).astype(dtype)
+    return x, y
+
+
+def eager_grads(fn, args, argnums):
+    tensors = [jt.constant(a) for a in args]
+    with jt.GradientTape() as tape:
+        for k in argnums:
+            tape.watch(tensors[k])
+        value = fn(*tensors)
+    return value.numpy(), [g.numpy() for g in tape.gradient(value, [tensors[k] for k in argnums])]
+
+
+# -- results -------------------------------------------------------------------------
+
+def test_value_and_grad_matches_the_tape(cache_dir):
+    rng = np.random.default_rng(0)
+    w, b = rng.normal(size=5).astype(np.float32), np.float32(0.3)
+    x, y = data(40, rng)
+    f = jt.value_and_grad(logistic, argnums=(0, 1))
+    value, (gw, gb) = f(w, b, x, y)
+    want_value, (want_w, want_b) = eager_grads(logistic, (w, b, x, y), (0, 1))
+    assert value.dtype == np.float32 and gw.dtype == np.float32 and gb.dtype == np.float32
+    np.testing.assert_allclose(value, want_value, rtol=2e-6)
+    np.testing.assert_allclose(gw, want_w, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(gb, want_b, rtol=2e-5, atol=1e-7)
+
+
+def test_grad_with_pytrees_has_aux_and_python_scalars(cache_dir):
+    def loss(params, x, scale):
+        h = jt.tanh(x @ params["w"] + params["b"])
+        return scale * jt.sum(h ** 2), {"mean": jt.mean(h)}
+
+    rng = np.random.default_rng(1)
+    params = {"w": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}
+    x = rng.normal(size=(4, 3))
+    g, aux = jt.grad(loss, has_aux=True)(params, x, 0.5)
+    assert set(g) == {"w", "b"} and set(aux) == {"mean"}
+    tensors = {k: jt.constant(v) for k, v in params.items()}
+    with jt.GradientTape() as tape:
+        tape.watch(tensors)
+        value, eager_aux = loss(tensors, jt.constant(x), 0.5)
+    want = tape.gradient(value, tensors)
+    for k in params:
+        np.testing.assert_allclose(g[k], want[k].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(aux["mean"], eager_aux["mean"].numpy(), rtol=1e-12)
+    (value2, aux2), g2 = jt.value_and_grad(loss, has_aux=True)(params, x, 0.5)
+    np.testing.assert_allclose(value2, value.numpy(), rtol=1e-12)
+
+
+def test_grad_of_a_python_float_argument(cache_dir):
+    g = jt.grad(lambda a, x: jt.sum(jt.sin(a * x)))
+    x = np.linspace(0, 1, 5).astype(np.float32)
+    out = g(0.7, x)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, np.sum(x * np.cos(np.float32(0.7) * x)), rtol=1e-5)
+
+
+def test_an_unmodified_numpy_function_compiles(cache_dir):
+    def loss(w, x):
+        z = np.maximum(x @ w, 0.0)
+        return np.sum(np.exp(-z) * z) / x.shape[0]
+
+    rng = np.random.default_rng(2)
+    w, x = rng.normal(size=(3,)), rng.normal(size=(6, 3))
+    got = jt.grad(loss)(w, x)
+    _, (want,) = eager_grads(loss, (w, x), (0,))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_nan_and_inf_behave_as_in_numpy(cache_dir):
+    def f(x):
+        return jt.sum(jt.log(x) + 1.0 / x)
+
+    x = np.array([0.0, 1.0, np.inf, np.nan])
+    value, g = jt.value_and_grad(f)(x)
+    with np.errstate(all="ignore"):
+        want_value, (want_g,) = eager_grads(f, (x,), (0,))
+    assert np.isnan(value) and np.isnan(want_value)
+    np.testing.assert_array_equal(g, want_g)
+
+
+def test_float32_constants_keep_float32_code(cache_dir):
+    f = jt.value_and_grad(lambda x: jt.sum(jt.exp(x * 0.1 + 3.0)))
+    x = np.ones(4, np.float32)
+    value, g = f(x)
+    assert value.dtype == np.float32 and g.dtype == np.float32
+    source = f.lower(x).source.split("def kernel")[1]
+    assert "np.float32(0.1)" in source
+    # float64 only for the accumulator of a full float32 sum (NumPy sums pairwise)
+    assert all("acc" in line for line in source.splitlines() if "float64" in line)
+
+
+# -- signatures and the in-memory cache -------------------------------------------------
+
+def test_batch_sizes_trace_and_compile_once(cache_dir):
+    f = jt.value_and_grad(logistic, argnums=(0, 1))
+    w, b = np.ones(5, np.float32), np.float32(0.0)
+    for n in (7, 32, 1000):
+        x, y = data(n)
+        value, (gw, gb) = f(w, b, x, y)
+        want_value, (want_w, want_b) = eager_grads(logistic, (w, b, x, y), (0, 1))
+        np.testing.assert_allclose(value, want_value, rtol=1e-5)
+        np.testing.assert_allclose(gw, want_w, rtol=1e-4, atol=1e-6)
+    info = f.cache_info()
+    assert info.traces == 1 and info.compiles == 1 and info.misses == 1 and info.hits == 2
+
+
+def test_dtype_and_rank_changes_trace_again(cache_dir):
+    f = jt.grad(lambda x: jt.sum(x * x))
+    f(np.ones(3, np.float32))
+    f(np.ones(5, np.float32))
+    assert f.cache_info().traces == 1
+    f(np.ones(3, np.float64))
+    assert f.cache_info().traces == 2
+    f(np.ones((2, 3), np.float32))
+    assert f.cache_info().traces == 3
+    f(np.ones((1, 3), np.float32))             # a size-1 axis broadcasts: a new signature
+    assert f.cache_info().traces == 4
+    f(np.ones((4, 3), np.float32))
+    assert f.cache_info().traces == 4
+
+
+def test_python_scalars_are_part_of_the_signature(cache_dir):
+    f = jt.grad(lambda x, scale: scale * jt.sum(x * x))
+    x = np.ones(3)
+    np.testing.assert_array_equal(f(x, 2.0), 4 * x)
+    np.testing.assert_array_equal(f(x, 3.0), 6 * x)
+    assert f.cache_info().traces == 2
+    np.testing.assert_array_equal(f(x, np.float64(5.0)), 10 * x)   # a NumPy scalar: an input
+    np.testing.assert_array_equal(f(x, np.float64(7.0)), 14 * x)
+    assert f.cache_info().traces == 3
+
+
+def test_reading_a_size_while_tracing_never_reuses_a_stale_one(cache_dir):
+    def loss(x):
+        total = 0.0
+        for i in range(x.shape[0]):          # a Python loop over a traced size
+            total = total + x[i] * (i + 1)
+        return jt.sum(total)
+
+    f = jt.grad(loss)
+    np.testing.assert_array_equal(f(np.ones((2, 3))), [[1, 1, 1], [2, 2, 2]])
+    np.testing.assert_array_equal(f(np.ones((3, 3))), [[1, 1, 1], [2, 2, 2], [3, 3, 3]])
+    assert f.cache_info().traces == 2
+
+
+def test_sizes_used_in_arithmetic_are_read_at_run_time(cache_dir):
+    f = jt.grad(lambda x: jt.mean(jt.reshape(x, (-1,)) ** 2))
+    for n in (2, 5):
+        x = np.arange(n * 3, dtype=np.float64).reshape(n, 3)
+        np.testing.assert_allclose(f(x), 2 * x / x.size)
+    assert f.cache_info().traces == 1
+
+
+def test_lower_shows_the_graph_and_the_source(cache_dir):
+    f = jt.value_and_grad(logistic, argnums=(0, 1))
+    x, y = data(8)
+    lowered = f.lower(np.ones(5, np.float32), np.float32(0), x, y)
+    assert "matmul" in lowered.graph and "softplus" in lowered.graph
+    assert f"{THIS_FILE}:" in lowered.graph           # ops name the user's line
+    assert "def kernel(a0, a1, a2, a3):" in lowered.source
+    assert "fused loop" in lowered.source and "matmul2d" not in lowered.graph
+
+
+# -- the disk cache -----------------------------------------------------------------------
+
+PROBE = textwrap.dedent("""
+    import json, sys, numpy as np
+    sys.path.insert(0, {root!r})
+    import jittape as jt
+    def loss(w, x):
+        return jt.mean(jt.tanh(x @ w) ** 2)
+    f = jt.value_and_grad(loss)
+    value, g = f(np.ones(3), np.arange(12.0).reshape(4, 3) / 10)
+    print(json.dumps(dict(f.cache_info()._asdict(), value=float(value))))
+""")
+
+
+def _probe(cache):
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(cache))
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(root=ROOT)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import json
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def test_a_second_process_loads_from_the_disk_cache(tmp_path):
+    first, _ = _probe(tmp_path)
+    second, _ = _probe(tmp_path)
+    assert first["compiles"] == 1 and first["disk_hits"] == 0
+    assert second["compiles"] == 0 and second["disk_hits"] == 1
+    assert second["value"] == first["value"]
+
+
+def test_a_corrupt_cache_file_is_recovered_from(tmp_path):
+    first, _ = _probe(tmp_path)
+    modules = list(tmp_path.glob("jittape_generated_*.py"))
+    assert len(modules) == 1
+    modules[0].write_text("this is not Python (\n")
+    for index in tmp_path.glob("__pycache__/*"):
+        index.write_bytes(b"garbage")
+    second, stderr = _probe(tmp_path)
+    assert second["value"] == first["value"] and second["compiles"] == 1
+    assert "corrupt" in stderr
+
+
+def test_an_unwritable_cache_directory_falls_back_with_a_warning(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(blocker / "cache"))
+    f = jt.grad(lambda x: jt.sum(x ** 3))
+    with pytest.warns(RuntimeWarning, match="disk cache"):
+        g = f(np.arange(3.0))
+    np.testing.assert_array_equal(g, 3 * np.arange(3.0) ** 2)
+
+
+def test_the_disk_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(jt.config, "disk_cache", False)
+    jt.grad(lambda x: jt.sum(x * 4.0))(np.ones(2))
+    assert not (tmp_path / "cache").exists()
+
+
+# -- kernel() inside the user's own njit code ----------------------------------------------
+
+def test_kernel_runs_inside_a_users_njit_loop(cache_dir):
+    def loss(w, x, y):
+        return jt.mean((x @ w - y) ** 2)
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 3))
+    y = x @ np.array([1.0, -2.0, 0.5])
+    w0 = np.zeros(3)
+    f = jt.value_and_grad(loss)
+    kernel = f.kernel(w0, x, y)
+
+    @numba.njit
+    def descend(w, x, y, steps, lr):
+        for _ in range(steps):
+            value, g = kernel(w, x, y)
+            w = w - lr * g
+        return w, value
+
+    w_njit, value_njit = descend(w0, x, y, 200, 0.1)
+    w = w0
+    for _ in range(200):
+        value, g = f(w, x, y)
+        w = w - 0.1 * g
+    np.testing.assert_allclose(w_njit, w, rtol=1e-12)
+    np.testing.assert_allclose(value_njit, value, rtol=1e-12)
+    np.testing.assert_allclose(w, [1.0, -2.0, 0.5], atol=1e-3)
+
+
+# -- errors at trace time ---------------------------------------------------------------------
+
+def test_integer_argument_to_grad_names_it(cache_dir):
+    with pytest.raises(TypeError, match=r"argument 0 has dtype int64"):
+        jt.grad(lambda x: jt.sum(x))(np.arange(3))
+
+
+def test_non_scalar_output_of_grad(cache_dir):
+    with pytest.raises(TypeError, match=r"must return a scalar.*shape \(3,\)"):
+        jt.grad(lambda x: x * 2)(np.ones(3))
+
+
+def test_unsupported_argument_type(cache_dir):
+    with pytest.raises(jt.UnsupportedError, match="argument 1 holds a value of type object"):
+        jt.grad(lambda x, o: jt.sum(x))(np.ones(2), object())
+
+
+def test_shape_mismatch_names_the_op_the_shapes_and_the_line(cache_dir):
+    with pytest.raises(jt.ShapeError, match=rf"add: shapes \(3,\) and \(4,\).*{THIS_FILE}:\d+"):
+        jt.grad(lambda x, y: jt.sum(x + y))(np.ones(3), np.ones(4))
+
+
+def test_python_if_on_a_traced_value_is_a_clear_error(cache_dir):
+    def f(x):
+        if jt.sum(x) > 0:
+            return jt.sum(x)
+        return -jt.sum(x)
+
+    with pytest.raises(TypeError, match=rf"bool\(\).*traced value.*{THIS_FILE}:\d+"):
+        jt.grad(f)(np.ones(2))
+
+
+def test_unsupported_numpy_function_names_itself_while_tracing(cache_dir):
+    with pytest.raises(jt.UnsupportedError, match="numpy.fft"):
+        jt.grad(lambda x: jt.sum(np.fft.fft(x)))(np.ones(4))
+
+
+def test_run_time_size_mismatch_raises_instead_of_reading_out_of_bounds(cache_dir):
+    f = jt.grad(lambda x, y: jt.sum(x * y))
+    f(np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match="broadcast"):
+        f(np.ones(3), np.ones(4))
+
+
+def test_no_numba_traceback_for_a_bad_argnums(cache_dir):
+    with pytest.raises(TypeError, match="argnums=2"):
+        jt.grad(lambda x: jt.sum(x), argnums=2)(np.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jt.grad(lambda x: jt.sum(x))(np.ones(2))
