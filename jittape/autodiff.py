@@ -65,3 +65,88 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
 def _accumulate(grads, key, ct):
     prev = grads.get(key)
     grads[key] = ct if prev is None else ops.add(prev, ct)
+
+
+# ---------------------------------------------------------------------------
+# Jacobians: one reverse sweep per element of the target, in one generated loop
+
+class _LoopOp:
+    """An op of the generated loop that runs one reverse sweep per target element.
+
+    Not a registry primitive: users never apply it, only ``jacobian_rows`` does.
+    """
+
+    differentiable = False
+    vjp = None
+    always_traced = True          # never computed while tracing, even without tracer inputs
+
+    def __init__(self, name, abstract, lower):
+        self.name = name
+        self.abstract = abstract
+        self.lowerings = {"cpu": lower}
+
+    def __repr__(self):
+        return f"<jittape loop op {self.name}>"
+
+
+def _lower_loop_index(ctx, node):
+    # the loop itself is emitted by codegen around the nodes that depend on this one
+    return []
+
+
+def _lower_onehot(ctx, node):
+    k, like = node.inputs
+    out = node.out
+    name = ctx.name(out)
+    return [f"{name} = zeros({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})",
+            f"{name}.reshape(-1)[{ctx.name(k)}] = 1"]
+
+
+def _lower_stack(ctx, node):
+    # rows are written in the loop (see codegen); nothing happens at this position
+    return []
+
+
+def _abstract_index(count):
+    from .ops.core import Aval
+    return Aval((), "int64")
+
+
+def _abstract_onehot(k, like):
+    from .ops.core import Aval
+    return Aval(like.shape, like.dtype)
+
+
+def _abstract_stack(row, count):
+    from .ops.core import Aval
+    return Aval((count,) + tuple(row.shape), row.dtype)
+
+
+LOOP_INDEX = _LoopOp("loop_index", _abstract_index, _lower_loop_index)
+ONEHOT = _LoopOp("onehot", _abstract_onehot, _lower_onehot)
+LOOP_STACK = _LoopOp("loop_stack", _abstract_stack, _lower_stack)
+
+
+def jacobian_rows(trace, target, wrt, nodes=None):
+    """d target / d wrt, one row per element of ``target``: Tracers of shape
+    ``(target.size,) + wrt[j].shape`` (zeros where unconnected).
+
+    The rows come from the reverse sweep seeded with the k-th unit vector; the generated
+    code runs that sweep in a loop over k, with everything that does not depend on k
+    computed once before it.
+    """
+    nodes = list(trace.nodes if nodes is None else nodes)
+    count = 1
+    for d in target._var.shape:
+        count = count * d
+    k = trace.bind(LOOP_INDEX, [], {"count": count})
+    seed = trace.bind(ONEHOT, [k, target], {})
+    cts = backward(trace, [(target._var, seed)], [w._var for w in wrt], nodes)
+    rows = []
+    for ct, w in zip(cts, wrt):
+        if ct is None:
+            ct = ops.zeros_like(w)
+        elif ct.dtype != w.dtype:
+            ct = ops.cast(ct, w.dtype)
+        rows.append(trace.bind(LOOP_STACK, [ct], {"count": count}))
+    return rows

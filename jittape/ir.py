@@ -39,7 +39,7 @@ class Dim(int):
         if not isinstance(other, int) or isinstance(other, bool):
             return NotImplemented
         a, b = expr_of(self), expr_of(other)
-        return Dim(value, (op, b, a) if swap else (op, a, b))
+        return derived(value, (op, b, a) if swap else (op, a, b))
 
     def __add__(self, other):
         return self._combine("+", other, int(self) + int(other)) if isinstance(other, int) else NotImplemented
@@ -95,8 +95,20 @@ def slice_length(n, start, stop, step):
         return value
     if start is None and stop is None and step in (None, 1):
         return n
-    return Dim(value, ("slice", expr_of(n), _expr_or_none(start), _expr_or_none(stop),
-                       _expr_or_none(step)))
+    return derived(value, ("slice", expr_of(n), _expr_or_none(start), _expr_or_none(stop),
+                           _expr_or_none(step)))
+
+
+def derived(value, expr):
+    """A size computed from run-time sizes. A size of 1 is kept as the plain int 1, so that
+    it broadcasts like the inputs' size-1 axes (which the signature fixes), and the
+    generated code checks that it is still 1."""
+    if value != 1:
+        return Dim(value, expr)
+    from .ops.core import TRACES
+    if TRACES:
+        TRACES[-1].require_equal("size", Dim(1, expr), 1)
+    return 1
 
 
 def _int(v):

@@ -441,11 +441,63 @@ def _bind_consts(entry):
 
 
 def _jacobian_outputs(compiled, trace, value, diff_inputs, aux):
-    raise UnsupportedError("jt.jacobian is not available yet")
+    """Outputs d value / d x_j, each of shape value.shape + x_j.shape."""
+    wrt = [t for _, t in diff_inputs]
+    rows = autodiff.jacobian_rows(trace, value, wrt)
+    jacs = [ops.reshape(r, tuple(value._var.shape) + tuple(t._var.shape))
+            for r, t in zip(rows, wrt)]
+    return _structured_outputs(compiled, trace, jacs, aux, [len(jacs)])
 
 
 def _hessian_outputs(compiled, trace, value, diff_inputs, aux):
-    raise UnsupportedError("jt.hessian is not available yet")
+    """Outputs d2 value / d x_i d x_j (nested like JAX: H[i][j] for tuple argnums)."""
+    if value._var.ndim != 0:
+        raise TypeError(at_user_line(
+            f"hessian({compiled.name}): the function must return a scalar, got shape "
+            f"{tuple(int(d) for d in value._var.shape)}"))
+    wrt = [t for _, t in diff_inputs]
+    seed = Tracer._of(trace.const(np.ones((), value.dtype)), trace)
+    grads = [_grad_or_zeros(ct, t) for ct, t in zip(
+        autodiff.backward(trace, [(value._var, seed)], [t._var for t in wrt]), wrt)]
+    flat = ops.concatenate([ops.reshape(g, (-1,)) for g in grads]) if len(grads) > 1 \
+        else ops.reshape(grads[0], (-1,))
+    rows = autodiff.jacobian_rows(trace, flat, wrt)
+    blocks, start = [], 0
+    for g in grads:
+        size = 1
+        for d in g._var.shape:
+            size = size * d
+        stop = start + size
+        for r, t in zip(rows, wrt):
+            part = r if len(grads) == 1 else r[start:stop]
+            blocks.append(ops.reshape(part, tuple(g._var.shape) + tuple(t._var.shape)))
+        start = stop
+    return _structured_outputs(compiled, trace, blocks, aux, [len(wrt)] * len(grads))
+
+
+def _structured_outputs(compiled, trace, results, aux, groups):
+    """Outputs and a packer for jacobian/hessian results (one level per argnums tuple)."""
+    aux_leaves, aux_def = tree.flatten(aux)
+    aux_vars = [_as_tracer(trace, a, compiled.mode, compiled.name)._var for a in aux_leaves]
+    outputs = [r._var for r in results] + aux_vars
+    dtypes = [v.dtype for v in outputs]
+    n = len(results)
+    single, has_aux, nested = compiled.single, compiled.has_aux, compiled.mode == "hessian"
+
+    def pack(out):
+        out = [_numpy(x, dt) for x, dt in zip(out, dtypes)]
+        res = out[:n]
+        if nested:                       # H[i][j]
+            width = groups[0]
+            res = [tuple(res[i * width:(i + 1) * width]) for i in range(len(groups))]
+            res = res[0][0] if single else tuple(res)
+        else:
+            res = res[0] if single else tuple(res)
+        if has_aux:
+            return res, tree.unflatten(aux_def, out[n:])
+        return res
+
+    return outputs, pack
 
 
 # -- the public decorators ---------------------------------------------------------------

@@ -74,7 +74,8 @@ class Trace:
     # -- ops -----------------------------------------------------------------------
     def bind(self, prim, args, params):
         """Apply ``prim`` to traced arguments: record a node, return its tracer."""
-        if not any(isinstance(a, Tracer) for a in args) and not _symbolic(args, params):
+        if (not any(isinstance(a, Tracer) for a in args) and not _symbolic(args, params)
+                and not getattr(prim, "always_traced", False)):
             return _fold(prim, args, params)
         inputs, avals = [], []
         for a in args:
@@ -121,6 +122,12 @@ class Trace:
         ea, eb = ir.expr_of(a), ir.expr_of(b)
         if ea != eb and (eb, ea) not in self.checks:
             where = self.where or user_frame()
+            if eb == 1:
+                self.checks.setdefault((ea, eb), (
+                    "a size that was 1 when the function was traced is not 1 in this call; "
+                    "it broadcasts differently: call the function's .cache_clear() or pass "
+                    "arguments whose size-1 axes match") + (f" (at {where})" if where else ""))
+                return
             flat = lambda k: f"input{k}"                       # noqa: E731
             sizes = f"{ir.render_expr(ea, flat)} != {ir.render_expr(eb, flat)}"
             self.checks.setdefault((ea, eb), f"{op}: operand shapes cannot be broadcast together "

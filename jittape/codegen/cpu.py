@@ -87,9 +87,81 @@ def generate(graph, name, version):
     """(module source, the name of its function) for an optimized graph.
 
     The function takes the flattened array arguments (0-d values as scalars) and then the
-    array constants, and returns a tuple of results: the convention of ``f.kernel()``."""
+    array constants, and returns a tuple of results: the convention of ``f.kernel()``.
+    A graph with a jacobian loop (``autodiff.jacobian_rows``) is emitted in three parts:
+    what the loop reads, the loop over the target's elements (one reverse sweep each,
+    writing one row of each jacobian), and what reads the rows.
+    """
     ctx = Context(graph)
-    order = schedule(graph)
+    args = [names.input_name(k) for k in range(len(graph.inputs))]
+    args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
+    lines = [f"def kernel({', '.join(args)}):"]
+    body = []
+    for (a, b), message in graph.checks.items():        # sizes the ops need equal
+        body.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
+        body.append(f"    raise ValueError({message!r})")
+    outputs = {v.id for v in graph.outputs if isinstance(v, Var)}
+    sections = _sections(graph)
+    if sections is None:
+        body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
+    else:
+        before, index, loop, stacks, after = sections
+        read_later = outputs | _reads(loop + stacks + after)
+        body += _emit(ctx, graph, before, read_later, reuse_buffers=False)
+        count = names.size_code(index.params["count"])
+        k = names.value_name(index.out)
+        for st in stacks:
+            body += [f"# {st.text()}",
+                     f"{names.value_name(st.out)} = empty({names.shape_code(st.out.shape)}, "
+                     f"{names.dtype_code(st.out.dtype)})"]
+        body.append(f"for {k} in range({count}):   # one reverse sweep per target element")
+        rows = {st.inputs[0].id for st in stacks}
+        inner = _emit(ctx, graph, loop, rows | _reads(after), reuse_buffers=False)
+        for st in stacks:
+            inner.append(f"{names.value_name(st.out)}[{k}] = {ctx.name(st.inputs[0])}")
+        body += ["    " + line for line in inner]
+        body += _emit(ctx, graph, after, outputs, reuse_buffers=False)
+    outs = [ctx.name(v) if isinstance(v, Var) else names.literal_code(v, np.int64)
+            for v in graph.outputs]
+    body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    lines.extend("    " + line for line in body)
+    digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
+    source = HEADER.format(version=version, name=name, digest=digest) + "\n".join(lines) + "\n"
+    return source, "kernel"
+
+
+def _reads(nodes):
+    return {v.id for n in nodes for v in n.var_inputs()}
+
+
+def _sections(graph):
+    """(before, loop index node, loop body, row writes, after) or None without a loop."""
+    index = next((n for n in graph.nodes if n.prim.name == "loop_index"), None)
+    if index is None:
+        return None
+    in_loop = {index.out.id}
+    stacked = set()
+    before, loop, stacks, after = [], [], [], []
+    for n in graph.nodes:
+        if n is index:
+            continue
+        ids = {v.id for v in n.var_inputs()}
+        if n.prim.name == "loop_stack":
+            stacks.append(n)
+            stacked.add(n.out.id)
+        elif ids & stacked:
+            stacked.add(n.out.id)
+            after.append(n)
+        elif ids & in_loop:
+            in_loop.add(n.out.id)
+            loop.append(n)
+        else:
+            before.append(n)
+    return before, index, loop, stacks, after
+
+
+def _emit(ctx, graph, nodes, live_out, reuse_buffers):
+    order = schedule(nodes, live_out)
     materialized = set()
     for item in order:
         if isinstance(item, Group):
@@ -98,26 +170,14 @@ def generate(graph, name, version):
                 materialized.add(item.reduce.out.id)
         else:
             materialized.add(item.out.id)
-    reuse = plan_buffers(graph, order, materialized)
-    args = [names.input_name(k) for k in range(len(graph.inputs))]
-    args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
-    lines = [f"def kernel({', '.join(args)}):"]
+    reuse = plan_buffers(graph, order, materialized) if reuse_buffers else {}
     body = []
-    for (a, b), message in graph.checks.items():        # sizes the ops need equal
-        body.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
-        body.append(f"    raise ValueError({message!r})")
-    for gid, item in enumerate(order):
+    for item in order:
         if isinstance(item, Group):
-            body.extend(_group(ctx, item, gid, reuse))
+            body.extend(_group(ctx, item, ctx.tmp("g"), reuse))
         else:
             body.extend(_node(ctx, item))
-    outs = [ctx.name(v) if isinstance(v, Var) else names.literal_code(v, np.int64)
-            for v in graph.outputs]
-    body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-    lines.extend("    " + line for line in body)
-    digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
-    source = HEADER.format(version=version, name=name, digest=digest) + "\n".join(lines) + "\n"
-    return source, "kernel"
+    return body
 
 
 def _comment(node):

@@ -44,8 +44,12 @@ class Group:
         return f"Group[{names}{tail}]"
 
 
-def schedule(graph):
-    """The generation order: Nodes and Groups, each after everything it reads."""
+def schedule(nodes, live_out):
+    """The generation order of ``nodes``: Nodes and Groups, each after everything it reads.
+
+    ``live_out``: ids of values read after these nodes (the graph's outputs, or values
+    a later section of the code reads); a group writes those to arrays.
+    """
     order = []
     open_groups = {}                     # domain key -> open Group
     owner = {}                           # var id -> the open Group that computes it
@@ -57,7 +61,7 @@ def schedule(graph):
                 owner.pop(n.out.id, None)
             order.append(group)
 
-    for node in graph.nodes:
+    for node in nodes:
         readers = {id(owner[v.id]): owner[v.id] for v in node.var_inputs() if v.id in owner}
         if is_elementwise(node):
             key = domain_key(node.out.shape)
@@ -104,7 +108,7 @@ def schedule(graph):
                 g = group_of.get(v.id)
                 if g is not None and g is not item:
                     g.outputs.add(v.id)
-    for v in graph.outputs:
-        if isinstance(v, Var) and v.id in group_of:
-            group_of[v.id].outputs.add(v.id)
+    for vid in live_out:
+        if vid in group_of:
+            group_of[vid].outputs.add(vid)
     return order
