@@ -22,6 +22,12 @@ class UnsupportedError(JittapeError, TypeError):
     """A NumPy function or argument type that jittape does not support."""
 
 
+class SignatureMismatch(JittapeError, ValueError):
+    """Arguments whose size-1 axes (or, for a size-specialized graph, sizes) differ from
+    those a compiled kernel was generated for. Compiled functions catch it and compile
+    the right variant; a kernel called directly (``f.kernel()``) raises it."""
+
+
 def user_frame():
     """The innermost stack frame outside the jittape package, as 'file:line', or None."""
     frame = sys._getframe(1)

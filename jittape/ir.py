@@ -226,8 +226,9 @@ def _param_text(v):
 class Graph:
     """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``."""
 
-    def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None):
+    def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
         self.checks = dict(checks or {})      # (size expr, size expr) -> error message
+        self.exact_sizes = exact_sizes        # valid for the traced sizes only
         self.inputs = list(inputs)
         self.consts = list(consts)
         self.nodes = list(nodes)
@@ -237,6 +238,9 @@ class Graph:
     def text(self):
         lines = [f"graph {self.name}("
                  + ", ".join(f"{v!r}: {v.type_text()}" for v in self.inputs) + ") {"]
+        if self.exact_sizes:
+            lines.append("  # valid for the sizes it was traced with only: "
+                         + ", ".join(str(tuple(int(d) for d in v.shape)) for v in self.inputs))
         for (a, b), message in self.checks.items():
             lines.append(f"  check {render_expr(a, _input_ref)} == {render_expr(b, _input_ref)}")
         for c in self.consts:

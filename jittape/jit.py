@@ -24,7 +24,7 @@ import numpy as np
 from . import autodiff, ops, passes, tree
 from ._version import __version__
 from .codegen import build, cpu
-from .errors import UnsupportedError, at_user_line
+from .errors import SignatureMismatch, UnsupportedError, at_user_line
 from .tensor import Tensor
 from .trace import Trace, Tracer
 
@@ -60,6 +60,7 @@ class _Entry:
         self.consts = consts          # array constants passed after the inputs
         self.pack = pack              # kernel outputs -> the user's result
         self.called = False
+        self.user_kernel = None       # what kernel() returns, made on demand
 
 
 class Compiled:
@@ -83,7 +84,7 @@ class Compiled:
         self.target = target
         self.name = getattr(fn, "__name__", "f")
         self._cache = {}
-        self._fast = {}                   # exact dtypes and shapes -> entry (see __call__)
+        self._fast = {}                   # argument classes -> (kernel, pack, constants)
         self._hits = 0
         self._size_keyed = False
         self._lock = threading.Lock()
@@ -92,46 +93,41 @@ class Compiled:
 
     # -- the call path ------------------------------------------------------------------
     def __call__(self, *args):
-        # The fast path: NumPy arrays and scalars, looked up by their exact classes,
-        # dtypes and shapes (a shape seen before maps straight to its kernel).
-        try:
-            n = len(args)
-            if n == 1:
-                a, = args
-                fast = (a.__class__, a.dtype, a.shape)
-            elif n == 2:
-                a, b = args
-                fast = (a.__class__, a.dtype, a.shape, b.__class__, b.dtype, b.shape)
-            elif n == 3:
-                a, b, c = args
-                fast = (a.__class__, a.dtype, a.shape, b.__class__, b.dtype, b.shape,
-                        c.__class__, c.dtype, c.shape)
-            else:
-                fast = tuple([x for a in args for x in (a.__class__, a.dtype, a.shape)])
-            entry = self._fast.get(fast)
-        except (AttributeError, TypeError):       # not all NumPy values (or unhashable)
-            fast = entry = None
+        # The fast path, for NumPy arrays and scalars: the kernel last used with these
+        # argument classes. Numba checks dtypes and ranks (it compiles nothing new for a
+        # kernel: a mismatch is a TypeError) and the kernel checks the rest of its
+        # signature (SignatureMismatch); either sends the call down the full path.
+        n = len(args)
+        if n == 2:
+            classes = (args[0].__class__, args[1].__class__)
+        elif n == 3:
+            classes = (args[0].__class__, args[1].__class__, args[2].__class__)
+        else:
+            classes = tuple(map(type, args))
+        entry = self._fast.get(classes)
         if entry is not None:
-            self._hits += 1
-            kernel, pack, consts = entry
-            return pack(kernel(*args, *consts))
-        return self._call(args, fast)
+            try:
+                out = entry[0](*args, *entry[2]) if entry[2] else entry[0](*args)
+            except (TypeError, SignatureMismatch):
+                pass
+            else:
+                self._hits += 1
+                return entry[1](out)
+        return self._call(args)
 
-    def _call(self, args, fast):
+    def _call(self, args):
         key, leaves = self._key(args)
         entry = self._cache.get(key)
         if entry is None or not entry.called:
             out = self._first_call(key, args, leaves)
+            key, leaves = self._key(args)
+            entry = self._cache[key]
         else:
             self._hits += 1
-            out = entry.pack(entry.kernel(*_inputs(leaves, key[1]), *entry.consts))
-        if fast is not None and all(a.__class__ in _NUMPY_SCALARS or (
-                a.__class__ is _ndarray and a.ndim) for a in args):
-            if len(self._fast) > 1024:
-                self._fast.clear()
-            key, _ = self._key(args)
-            entry = self._cache[key]
-            self._fast[fast] = (entry.kernel, entry.pack, tuple(entry.consts))
+            out = entry.pack(_run(entry, _inputs(leaves, key[1])))
+        if all(a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim)
+               for a in args):
+            self._fast[_classes(args)] = (entry.kernel, entry.pack, tuple(entry.consts))
         return out
 
     def _key(self, args):
@@ -189,13 +185,14 @@ class Compiled:
             if not entry.called:
                 out, compiled = build.first_call(entry.built, list(inputs) + list(entry.consts))
                 entry.kernel = entry.built.dispatcher
+                entry.kernel.disable_compile()     # other types are other signatures
                 entry.called = True
                 if compiled:
                     self._stats["compiles"] += 1
                 elif entry.built.from_disk:
                     self._stats["disk_hits"] += 1
             else:
-                out = entry.kernel(*inputs, *entry.consts)
+                out = _run(entry, inputs)
         return entry.pack(out)
 
     # -- compiling ------------------------------------------------------------------------
@@ -351,12 +348,38 @@ class Compiled:
         self.lower(*args)
         key, _ = self._key(args)
         entry = self._cache[key]
-        if not entry.consts:
-            return entry.kernel
-        return _bind_consts(entry)
+        if entry.user_kernel is None:
+            # a dispatcher of its own, free to compile for the caller's array layouts
+            import numba
+            inner = numba.njit(cache=entry.built.cached, **_NJIT_OPTIONS)(
+                entry.built.dispatcher.py_func)
+            entry.user_kernel = _bind_consts(entry, inner) if entry.consts else inner
+        return entry.user_kernel
 
     def __repr__(self):
         return f"<jittape compiled {self.mode} of {self.name}>"
+
+
+def _classes(args):
+    """The fast path's key (as ``__call__`` spells it out for two and three arguments)."""
+    return tuple(map(type, args)) if len(args) not in (2, 3) else tuple(a.__class__ for a in args)
+
+
+def _run(entry, inputs):
+    """Call an entry's kernel on arguments of its signature; Numba compiles a new
+    specialization only for a new memory layout (non-contiguous arrays)."""
+    try:
+        return entry.kernel(*inputs, *entry.consts)
+    except TypeError:
+        with _LAYOUT_LOCK:
+            entry.kernel.disable_compile(False)
+            try:
+                return entry.kernel(*inputs, *entry.consts)
+            finally:
+                entry.kernel.disable_compile()
+
+
+_LAYOUT_LOCK = threading.Lock()
 
 
 def _inputs(leaves, kinds):
@@ -428,12 +451,12 @@ def _unflatten_grads(grad_defs, flat, single):
     return out[0] if single else tuple(out)
 
 
-def _bind_consts(entry):
+def _bind_consts(entry, inner):
     """The kernel with its array constants bound (Numba freezes them into the code)."""
     import numba
     args = [f"a{k}" for k in range(len(entry.graph.inputs))]
     consts = [f"c{k}" for k in range(len(entry.consts))]
-    namespace = dict(zip(consts, entry.consts), inner=entry.kernel)
+    namespace = dict(zip(consts, entry.consts), inner=inner)
     source = (f"def bound({', '.join(args)}):\n"
               f"    return inner({', '.join(args + consts)})\n")
     exec(compile(source, "<jittape kernel with constants>", "exec"), namespace)

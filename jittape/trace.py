@@ -136,7 +136,7 @@ class Trace:
 
     def graph(self, outputs):
         return ir.Graph(self.inputs, self.consts, self.nodes, outputs, self.name,
-                        checks=self.checks).validate()
+                        checks=self.checks, exact_sizes=self.reads_sizes).validate()
 
     # -- context ---------------------------------------------------------------------
     def __enter__(self):

@@ -23,8 +23,9 @@ from .. import config
 class Built:
     """A compiled kernel: the Numba dispatcher and where it came from."""
 
-    def __init__(self, dispatcher, path, from_disk):
+    def __init__(self, dispatcher, path, from_disk, cached):
         self.dispatcher = dispatcher
+        self.cached = cached                # compiled with Numba's cache=True
         self.path = path
         self.from_disk = from_disk          # the module file was already in the cache
 
@@ -105,7 +106,7 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
         raise
     module = _import(module_name, path)
     dispatcher = numba.njit(cache=use_cache, **njit_options)(getattr(module, func_name))
-    return Built(dispatcher, path, from_disk)
+    return Built(dispatcher, path, from_disk, use_cache)
 
 
 def _import(module_name, path):

@@ -24,6 +24,7 @@ Do not edit: this file is regenerated from the graph (see f.lower(...).graph).
 import numba
 import numpy as np
 
+from jittape.errors import SignatureMismatch
 from jittape.codegen.runtime import (  # noqa: F401
     dot, empty, matmul2d, relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, slice_length, slice_start,
     slice_step, softplus_f32, softplus_f64, zeros,
@@ -96,7 +97,7 @@ def generate(graph, name, version):
     args = [names.input_name(k) for k in range(len(graph.inputs))]
     args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
     lines = [f"def kernel({', '.join(args)}):"]
-    body = []
+    body = _signature_checks(graph)
     for (a, b), message in graph.checks.items():        # sizes the ops need equal
         body.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
         body.append(f"    raise ValueError({message!r})")
@@ -128,6 +129,25 @@ def generate(graph, name, version):
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
     source = HEADER.format(version=version, name=name, digest=digest) + "\n".join(lines) + "\n"
     return source, "kernel"
+
+
+def _signature_checks(graph):
+    """The kernel checks the signature it was generated for: which axes have size 1 (they
+    broadcast) and, for a graph that read sizes while tracing, the sizes themselves."""
+    lines = []
+    for k, v in enumerate(graph.inputs):
+        a = names.input_name(k)
+        for axis, d in enumerate(v.shape):
+            if graph.exact_sizes:
+                cond, what = f"{a}.shape[{axis}] != {int(d)}", f"size {int(d)}"
+            elif isinstance(d, ir.Dim):
+                cond, what = f"{a}.shape[{axis}] == 1", "a size other than 1"
+            else:
+                cond, what = f"{a}.shape[{axis}] != 1", "size 1"
+            lines.append(f"if {cond}:")
+            lines.append(f"    raise SignatureMismatch('input {k} axis {axis}: this kernel was "
+                         f"compiled for {what}')")
+    return lines
 
 
 def _reads(nodes):

@@ -45,4 +45,4 @@ def cse(graph):
         if key is not None:
             seen[key] = node.out
     outputs = [sub(v) for v in graph.outputs]
-    return Graph(graph.inputs, graph.consts, nodes, outputs, graph.name, graph.checks)
+    return Graph(graph.inputs, graph.consts, nodes, outputs, graph.name, graph.checks, graph.exact_sizes)

@@ -12,4 +12,4 @@ def dce(graph):
             needed.update(v.id for v in node.var_inputs())
     kept.reverse()
     consts = [c for c in graph.consts if c.var.id in needed]
-    return Graph(graph.inputs, consts, kept, graph.outputs, graph.name, graph.checks)
+    return Graph(graph.inputs, consts, kept, graph.outputs, graph.name, graph.checks, graph.exact_sizes)
