@@ -17,6 +17,8 @@ arrays, which are run-time inputs.
 
 import collections
 import functools
+import os
+import sys
 import threading
 
 import numpy as np
@@ -29,7 +31,10 @@ from .tensor import Tensor
 from .trace import Trace, Tracer
 
 CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits misses")
-Lowered = collections.namedtuple("Lowered", "graph source")
+Lowered = collections.namedtuple("Lowered", "graph source python")
+Lowered.__doc__ = """What ``lower()`` returns: ``graph`` (the optimized op list as text),
+``source`` (the generated module) and ``python`` (the generated function run as plain
+Python, without Numba: kernel arguments in, kernel results out; for debugging)."""
 
 _MODES = ("grad", "value_and_grad", "jacobian", "hessian")
 _ndarray = np.ndarray
@@ -207,6 +212,11 @@ class Compiled:
 
     def _build(self, graph, pack):
         source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
+        debug = os.environ.get("JITTAPE_DEBUG", "")
+        if debug in ("1", "2"):                # DESIGN.md rule 8: show the IR (and the code)
+            print(graph.text(), file=sys.stderr)
+            if debug == "2":
+                print(source, file=sys.stderr)
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
         built = build.build(source, func, build.digest(graph.key_text(), self.target),
                             _NJIT_OPTIONS)
@@ -336,7 +346,11 @@ class Compiled:
                     entry = self._compile(args, leaves, key)
                     key, leaves = self._key(args)
                     self._cache[key] = entry
-        return Lowered(entry.graph.text(), entry.source)
+        namespace = {}                        # the generated module, run as plain Python
+        exec(compile(entry.source, f"<generated {self.name}>", "exec"), namespace)
+        py_func, consts = namespace["kernel"], tuple(entry.consts)
+        return Lowered(entry.graph.text(), entry.source,
+                       lambda *args: py_func(*args, *consts))
 
     def kernel(self, *args):
         """The Numba dispatcher for these arguments' signature, callable from njit code.

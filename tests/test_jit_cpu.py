@@ -394,3 +394,10 @@ def test_hessian_with_several_arguments_is_nested(cache_dir):
     np.testing.assert_allclose(hab, np.diag(2 * a))
     np.testing.assert_allclose(hba, np.diag(2 * a))
     np.testing.assert_allclose(hbb, np.diag(6 * b))
+
+
+def test_jittape_debug_prints_the_graph_and_the_code(cache_dir, monkeypatch, capsys):
+    monkeypatch.setenv("JITTAPE_DEBUG", "2")
+    jt.grad(lambda x: jt.sum(jt.exp(x)))(np.ones(2))
+    err = capsys.readouterr().err
+    assert "exp(%0)" in err and "def kernel(a0):" in err

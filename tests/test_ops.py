@@ -150,35 +150,41 @@ def test_unsupported_numpy_function_names_itself():
 
 # -- compiled: every op through trace, autodiff, codegen and Numba ---------------------
 
-def _op_program(name, dtype=np.float64):
-    """All examples of an op as one loss over flat array arguments.
+def _op_program(name):
+    """All examples of an op, in float64 and in float32, as one loss over flat arrays.
 
-    Returns (loss, arrays, argnums): loss(*arrays) = sum over the examples of
-    sum(op(*inputs) * v), differentiated in every floating input.
+    Returns (loss, arrays, argnums): loss(*arrays) returns (total, (total64, total32))
+    where total<d> = sum over the examples in dtype d of sum(op(*inputs) * v); it is
+    differentiated in every floating input. One compile covers both dtypes: all the
+    examples in float64, the first two in float32 (Numba's compile time grows with
+    every loop, and the float32 code differs only in its types).
     """
     op = all_ops()[name]
-    rng = _rng(name, "compiled")
     arrays, argnums, layout = [], [], []
-    for ex in op.examples:
-        values, diff = make_inputs(op, ex, rng, dtype)
-        slots = []
-        for k, value in enumerate(values):
-            if isinstance(value, np.ndarray):
-                if k in diff:
-                    argnums.append(len(arrays))
-                slots.append(("arg", len(arrays)))
-                arrays.append(value)
-            else:
-                slots.append(("static", value))
-        out = apply(op, values, ex.params)
-        layout.append((slots, ex.params, rng.normal(size=np.shape(out))))
+    for dtype in (np.float64, np.float32):
+        rng = _rng(name, "compiled")
+        for ex in op.examples[:None if dtype == np.float64 else 2]:
+            values, diff = make_inputs(op, ex, rng, dtype)
+            slots = []
+            for k, value in enumerate(values):
+                if isinstance(value, np.ndarray):
+                    if k in diff:
+                        argnums.append(len(arrays))
+                    slots.append(("arg", len(arrays)))
+                    arrays.append(value)
+                else:
+                    slots.append(("static", value))
+            out = apply(op, values, ex.params)
+            v = rng.normal(size=np.shape(out)).astype(dtype)
+            layout.append((dtype, slots, ex.params, v))
 
     def loss(*args):
-        total = 0.0
-        for slots, params, v in layout:
+        totals = {np.float64: 0.0, np.float32: 0.0}
+        for dtype, slots, params, v in layout:
             inputs = [args[s[1]] if s[0] == "arg" else s[1] for s in slots]
-            total = total + jt.sum(apply(op, inputs, params) * v)
-        return total
+            totals[dtype] = totals[dtype] + jt.sum(apply(op, inputs, params) * v)
+        t64, t32 = totals[np.float64], totals[np.float32]
+        return t64 + jt.cast(t32, np.float64), (t64, t32)
 
     return loss, arrays, tuple(argnums)
 
@@ -188,33 +194,45 @@ def _eager(loss, arrays, argnums):
     with jt.GradientTape() as tape:
         for k in argnums:
             tape.watch(args[k])
-        value = loss(*args)
+        value, parts = loss(*args)
     grads = tape.gradient(value, [args[k] for k in argnums])
-    return value.numpy(), [None if g is None else g.numpy() for g in grads]
+    return [np.asarray(p) for p in parts], [None if g is None else g.numpy() for g in grads]
+
+
+def _close(got, want, dtype, what):
+    if np.dtype(dtype) == np.float64:
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, err_msg=what)
+    else:                                     # float32: to rounding (sums reassociate)
+        scale = max(float(np.max(np.abs(want), initial=0.0)), 1.0)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6 * scale, err_msg=what)
 
 
 @pytest.mark.parametrize("name", sorted(all_ops()))
 def test_compiled_op_matches_eager(name):
     """Eager tape, the generated Python run without JIT, and Numba: one answer."""
     loss, arrays, argnums = _op_program(name)
-    value, grads = _eager(loss, arrays, argnums)
+    parts, grads = _eager(loss, arrays, argnums)
     if argnums:
-        f = jt.value_and_grad(loss, argnums=argnums)
-        got_value, got_grads = f(*arrays)
+        f = jt.value_and_grad(loss, argnums=argnums, has_aux=True)
+        (_, got_parts), got_grads = f(*arrays)
     else:                                    # no floating input (e.g. only index arrays)
-        f = jt.value_and_grad(lambda *a: loss(*a[1:]), argnums=0)
-        got_value, _ = f(np.float64(0.0), *arrays)
+        f = jt.value_and_grad(lambda s, *a: loss(*a)[0] + s, argnums=0)
+        got_parts = None
         got_grads = []
-    np.testing.assert_allclose(got_value, value, rtol=1e-9, atol=1e-12, err_msg=name)
+        value, _ = f(np.float64(0.0), *arrays)
+        _close(value, parts[0] + parts[1], np.float32, name)
+    if got_parts is not None:
+        _close(got_parts[0], parts[0], np.float64, f"{name} float64 value")
+        _close(got_parts[1], parts[1], np.float32, f"{name} float32 value")
+        assert np.asarray(got_parts[1]).dtype in (np.float32, np.float64)
     for k, g, want in zip(argnums, got_grads, grads):
         want = np.zeros_like(arrays[k]) if want is None else want
         assert g.shape == arrays[k].shape and g.dtype == arrays[k].dtype, (name, k)
-        np.testing.assert_allclose(g, want, rtol=1e-9, atol=1e-12, err_msg=f"{name} input {k}")
-    if argnums:
-        kernel = f.kernel(*arrays)
-        if hasattr(kernel, "py_func"):       # the generated Python itself, without Numba
-            out = kernel.py_func(*[a if a.ndim else a[()] for a in arrays])
-            np.testing.assert_allclose(out[0], value, rtol=1e-9, atol=1e-12, err_msg=name)
-            for g, want in zip(out[1:], grads):
-                if want is not None:
-                    np.testing.assert_allclose(g, want, rtol=1e-9, atol=1e-12, err_msg=name)
+        _close(g, want, arrays[k].dtype, f"{name} input {k} ({arrays[k].dtype})")
+    if argnums:                              # the generated code as plain Python, no Numba
+        out = f.lower(*arrays).python(*[a if a.ndim else a[()] for a in arrays])
+        # outputs: the total, the aux parts, then the gradients
+        _close(out[1], parts[0], np.float64, f"{name} (no JIT) float64 value")
+        for k, g, want in zip(argnums, out[3:], grads):
+            if want is not None:
+                _close(g, want, arrays[k].dtype, f"{name} (no JIT) input {k}")

@@ -133,20 +133,31 @@ def generate(graph, name, version):
 
 def _signature_checks(graph):
     """The kernel checks the signature it was generated for: which axes have size 1 (they
-    broadcast) and, for a graph that read sizes while tracing, the sizes themselves."""
-    lines = []
+    broadcast) and, for a graph that read sizes while tracing, the sizes themselves. One
+    condition and one raise: each raise site costs Numba compile time."""
+    conds, expected = [], []
     for k, v in enumerate(graph.inputs):
         a = names.input_name(k)
+        dims = []
         for axis, d in enumerate(v.shape):
             if graph.exact_sizes:
-                cond, what = f"{a}.shape[{axis}] != {int(d)}", f"size {int(d)}"
+                conds.append(f"{a}.shape[{axis}] != {int(d)}")
+                dims.append(str(int(d)))
             elif isinstance(d, ir.Dim):
-                cond, what = f"{a}.shape[{axis}] == 1", "a size other than 1"
+                conds.append(f"{a}.shape[{axis}] == 1")
+                dims.append("n")
             else:
-                cond, what = f"{a}.shape[{axis}] != 1", "size 1"
-            lines.append(f"if {cond}:")
-            lines.append(f"    raise SignatureMismatch('input {k} axis {axis}: this kernel was "
-                         f"compiled for {what}')")
+                conds.append(f"{a}.shape[{axis}] != 1")
+                dims.append("1")
+        expected.append("(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")")
+    if not conds:
+        return []
+    message = ("the arguments' shapes do not match this kernel's signature: it was compiled "
+               f"for shapes {', '.join(expected)} (n: any size but 1)")
+    lines = ["if (" + conds[0]]
+    lines += [f"        or {c}" for c in conds[1:]]
+    lines[-1] += "):"
+    lines.append(f"    raise SignatureMismatch({message!r})")
     return lines
 
 

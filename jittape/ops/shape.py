@@ -554,7 +554,7 @@ def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
             inside.append(f"if {t} < 0:")
             inside.append(f"    {t} += {n}")
             inside.append(f"if {t} < 0 or {t} >= {n}:")
-            inside.append(f"    raise IndexError('getitem: index out of bounds')")
+            inside.append("    raise IndexError('getitem: index out of bounds')")
     return before, inside, ", ".join(index)
 
 

@@ -9,7 +9,7 @@ value computed in a group is written to an array only if something outside the g
 (or the caller) reads it; otherwise it lives in a register for one loop iteration.
 """
 
-from ..ir import Var, expr_of
+from ..ir import expr_of
 
 REDUCTIONS = ("sum", "max", "min", "prod")
 

@@ -1,0 +1,138 @@
+"""Tracing, the graph IR and the passes, checked on the graphs themselves."""
+
+import numpy as np
+import pytest
+
+import jittape as jt
+from jittape import autodiff, passes
+from jittape.ir import Dim
+from jittape.passes import Group, plan_buffers, schedule
+from jittape.trace import Trace, TracerError
+
+
+def trace(fn, *arrays):
+    t = Trace(getattr(fn, "__name__", "f"))
+    with t:
+        ins = [t.add_input(a, k) for k, a in enumerate(arrays)]
+        out = fn(*ins)
+    return t, ins, out
+
+
+def names(graph):
+    return [n.prim.name for n in graph.nodes]
+
+
+def test_inputs_have_run_time_sizes_and_static_ones():
+    t, (x,), _ = trace(lambda x: x, np.ones((5, 1, 3)))
+    d0, d1, d2 = x.shape
+    assert isinstance(d0, Dim) and d0 == 5 and d0.expr == ("in", 0, 0)
+    assert d1 == 1 and not isinstance(d1, Dim)
+    assert isinstance(d2 * d0, Dim) and (d2 * d0).expr == ("*", ("in", 0, 2), ("in", 0, 0))
+    assert (d0 * 1) is d0 and (0 + d0) is d0
+
+
+def test_graph_text_is_stable_and_readable():
+    def f(x, y):
+        return jt.sum(jt.exp(x) * y)
+
+    a, b = trace(f, np.ones((2, 3)), np.ones(3)), trace(f, np.ones((7, 3)), np.ones(3))
+    text_a = a[0].graph([a[2]._var]).key_text()
+    text_b = b[0].graph([b[2]._var]).key_text()
+    assert text_a == text_b                                # sizes are not in the graph
+    assert "exp(%0)" in text_a and "float64[%0.shape[0],%0.shape[1]]" in text_a
+    assert "sum(%3, axis=(0, 1), keepdims=False)" in text_a
+
+
+def test_operations_on_constants_are_folded_while_tracing():
+    t, _, out = trace(lambda x: x * (jt.constant(2.0) + 3.0), np.ones(2, np.float32))
+    assert names(t.graph([out._var])) == ["multiply"]
+
+
+def test_dce_drops_what_no_output_reads():
+    t, (x,), _ = trace(lambda x: x, np.ones(3))
+    with t:
+        unused = jt.sin(x)                                        # noqa: F841
+        y = jt.cos(x)
+    g = passes.dce(t.graph([y._var]))
+    assert names(g) == ["cos"]
+
+
+def test_cse_merges_equal_nodes_but_not_different_sizes():
+    t, (x, y), _ = trace(lambda x, y: x, np.ones(3), np.ones(3))
+    with t:
+        a = jt.exp(x) + jt.exp(x)
+        b = jt.sum(x) / x.shape[0] + jt.sum(y) / y.shape[0]    # same value, other sizes
+    g = passes.optimize(t.graph([a._var, b._var]))
+    assert names(g).count("exp") == 1
+    assert names(g).count("divide") == 2
+
+
+def test_simplify_broadcasts_scalars_without_a_reshape():
+    t, (x,), out = trace(lambda x: jt.mean(x ** 2), np.ones((4, 3)))
+    with t:
+        (g,) = autodiff.backward(t, [(out._var, jt.constant(1.0))], [x._var])
+    graph = passes.optimize(t.graph([g._var]))
+    assert "reshape" not in names(graph)
+    assert "broadcast_to" in names(graph)
+
+
+def test_elementwise_chains_and_their_reduction_fuse_into_one_loop():
+    def f(x):
+        return jt.sum(jt.softplus(x) * jt.tanh(x) + jt.exp(-x * x))
+
+    t, (x,), out = trace(f, np.ones(10, np.float32))
+    graph = passes.optimize(t.graph([out._var]))
+    order = schedule(graph.nodes, {out._var.id})
+    assert len(order) == 1 and isinstance(order[0], Group)
+    assert order[0].reduce is not None and not order[0].outputs   # nothing written to memory
+
+
+def test_backward_of_the_chain_is_one_more_loop_and_keeps_no_extra_arrays():
+    def f(x):
+        return jt.sum(jt.softplus(x) * jt.tanh(x) + jt.exp(-x * x))
+
+    t, (x,), out = trace(f, np.ones(10, np.float32))
+    with t:
+        (g,) = autodiff.backward(t, [(out._var, jt.constant(np.float32(1)))], [x._var])
+    graph = passes.optimize(t.graph([g._var]))
+    order = schedule(graph.nodes, {g._var.id})
+    loops = [item for item in order if isinstance(item, Group) and item.domain]
+    assert len(loops) == 1                      # grad only: the forward sum is dead
+    assert loops[0].outputs == {g._var.id}
+
+
+def test_dead_buffers_are_reused():
+    def f(x):
+        a = jt.exp(x) @ x                      # matmul: the loops around it are separate
+        b = jt.sin(a) @ x
+        return jt.cos(b) @ x
+
+    t, (x,), out = trace(f, np.ones((4, 4)))
+    graph = passes.optimize(t.graph([out._var]))
+    order = schedule(graph.nodes, {out._var.id})
+    materialized = {n.out.id for item in order if isinstance(item, Group) for n in item.nodes}
+    reuse = plan_buffers(graph, order, materialized)
+    assert reuse                                  # a later loop writes into a dead array
+
+
+def test_size_checks_are_recorded_for_broadcasting_different_inputs():
+    t, (x, y), out = trace(lambda x, y: x * y, np.ones(3), np.ones(3))
+    graph = t.graph([out._var])
+    assert (("in", 0, 0), ("in", 1, 0)) in graph.checks or \
+        (("in", 1, 0), ("in", 0, 0)) in graph.checks
+    assert "check %0.shape[0] == %1.shape[0]" in graph.text() or \
+        "check %1.shape[0] == %0.shape[0]" in graph.text()
+
+
+def test_reading_sizes_in_user_code_marks_the_trace():
+    t, _, _ = trace(lambda x: x * x.shape[0], np.ones(3))
+    assert t.reads_sizes
+    t, _, _ = trace(lambda x: jt.mean(x), np.ones(3))         # jittape's own reads: no
+    assert not t.reads_sizes
+
+
+def test_traced_values_cannot_become_python_values():
+    with pytest.raises(TracerError, match="numpy"):
+        trace(lambda x: x.numpy(), np.ones(2))
+    with pytest.raises(TracerError, match="float"):
+        trace(lambda x: float(jt.sum(x)), np.ones(2))
