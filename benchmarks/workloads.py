@@ -43,11 +43,7 @@ F32 = np.float32
 
 def leaves(tree):
     """Leaves of a nested list/tuple/dict (dicts in sorted key order), as jittape flattens."""
-    if isinstance(tree, dict):
-        return [leaf for k in sorted(tree) for leaf in leaves(tree[k])]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for child in tree for leaf in leaves(child)]
-    return [tree]
+    return jt.tree.flatten(tree)[0]
 
 
 def leaf_names(tree, prefix):

@@ -66,6 +66,7 @@ class _Entry:
         self.pack = pack              # kernel outputs -> the user's result
         self.called = False
         self.user_kernel = None       # what kernel() returns, made on demand
+        self.caller = None            # the generated fast-path call (see _caller)
 
 
 class Compiled:
@@ -89,7 +90,7 @@ class Compiled:
         self.target = target
         self.name = getattr(fn, "__name__", "f")
         self._cache = {}
-        self._fast = {}                   # argument classes -> (kernel, pack, constants)
+        self._fast = {}                   # argument classes -> generated caller
         self._hits = 0
         self._size_keyed = False
         self._lock = threading.Lock()
@@ -97,11 +98,17 @@ class Compiled:
         functools.update_wrapper(self, fn)
 
     # -- the call path ------------------------------------------------------------------
+    def __new__(cls, *args, **kwargs):
+        # A class of its own for each compiled function, so that ``_call`` can make the
+        # newest signature's generated caller this object's ``__call__``: a call then
+        # costs one Python frame around the native kernel.
+        own = type(cls.__name__, (cls,), {"__module__": cls.__module__,
+                                          "__qualname__": cls.__qualname__})
+        return object.__new__(own)
+
     def __call__(self, *args):
-        # The fast path, for NumPy arrays and scalars: the kernel last used with these
-        # argument classes. Numba checks dtypes and ranks (it compiles nothing new for a
-        # kernel: a mismatch is a TypeError) and the kernel checks the rest of its
-        # signature (SignatureMismatch); either sends the call down the full path.
+        # The fast path for NumPy arrays and scalars: the generated caller of the
+        # signature last used with these argument classes (see ``_caller``).
         n = len(args)
         if n == 2:
             classes = (args[0].__class__, args[1].__class__)
@@ -109,18 +116,13 @@ class Compiled:
             classes = (args[0].__class__, args[1].__class__, args[2].__class__)
         else:
             classes = tuple(map(type, args))
-        entry = self._fast.get(classes)
-        if entry is not None:
-            try:
-                out = entry[0](*args, *entry[2]) if entry[2] else entry[0](*args)
-            except (TypeError, SignatureMismatch):
-                pass
-            else:
-                self._hits += 1
-                return entry[1](out)
+        caller = self._fast.get(classes)
+        if caller is not None:
+            return caller(self, *args)
         return self._call(args)
 
     def _call(self, args):
+        """The full path: flatten the arguments, look up (or compile) their signature."""
         key, leaves = self._key(args)
         entry = self._cache.get(key)
         if entry is None or not entry.called:
@@ -132,8 +134,17 @@ class Compiled:
             out = entry.pack(_run(entry, _inputs(leaves, key[1])))
         if all(a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim)
                for a in args):
-            self._fast[_classes(args)] = (entry.kernel, entry.pack, tuple(entry.consts))
+            caller = entry.caller
+            if caller is None:
+                caller = entry.caller = _caller(entry, args, Compiled.__call__)
+                type(self).__call__ = caller      # the newest signature: the fastest path
+            self._fast[_classes(args)] = caller
         return out
+
+    def _forget_callers(self):
+        self._fast.clear()
+        if "__call__" in type(self).__dict__:
+            del type(self).__call__
 
     def _key(self, args):
         """(signature key, flattened leaves)."""
@@ -207,7 +218,7 @@ class Compiled:
         if reads_sizes and not self._size_keyed:
             self._size_keyed = True
             self._cache.clear()
-            self._fast.clear()
+            self._forget_callers()
         return self._build(graph, pack)
 
     def _build(self, graph, pack):
@@ -333,7 +344,7 @@ class Compiled:
         """Forget the compiled signatures (the disk cache stays)."""
         with self._lock:
             self._cache.clear()
-            self._fast.clear()
+            self._forget_callers()
 
     def lower(self, *args):
         """The optimized graph and the generated source for these arguments."""
@@ -430,15 +441,15 @@ def _grad_or_zeros(ct, t):
 
 
 def _flat_packer(mode, single, dtypes, ranks):
-    """A packer for flat arguments, written out as one expression (it runs every call)."""
+    """A packer for flat arguments, written out as one expression (it runs every call).
+
+    The expression is kept (``pack.expr``, over ``out``, with the names in
+    ``pack.names``) so that ``_caller`` can inline it after the kernel call.
+    """
     names = {}
     items = []
     for k, (dt, rank) in enumerate(zip(dtypes, ranks)):
-        if rank:
-            items.append(f"out[{k}]")
-        else:                            # Numba returns Python numbers for 0-d values
-            names[f"T{k}"] = dt.type
-            items.append(f"T{k}(out[{k}])")
+        items.append(f"out[{k}]" if rank else _scalar_code(f"out[{k}]", dt, names))
     if mode == "value_and_grad":
         value, grads = items[0], items[1:]
     else:
@@ -447,7 +458,73 @@ def _flat_packer(mode, single, dtypes, ranks):
     body = f"({value}, {grads_code})" if value is not None else grads_code
     source = f"def pack(out):\n    return {body}\n"
     exec(compile(source, "<jittape packer>", "exec"), names)
-    return names["pack"]
+    pack = names.pop("pack")
+    names.pop("__builtins__", None)
+    pack.expr, pack.names = body, names
+    return pack
+
+
+def _scalar_code(x, dtype, names):
+    """Source turning a Numba result (a Python number for a 0-d value) into a NumPy scalar
+    of ``dtype``. For floats, a product with a typed 1: NumPy keeps the typed operand's
+    dtype (a Python float is weak), the value is exact (it came from that dtype), and it
+    costs a third of ``np.float32(x)``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        names[f"ONE_{dtype.name}"] = dtype.type(1)
+        return f"ONE_{dtype.name} * {x}"
+    names[f"T_{dtype.name}"] = dtype.type
+    return f"T_{dtype.name}({x})"
+
+
+class _Missing:
+    def __repr__(self):
+        return "<no argument>"
+
+
+_MISSING = _Missing()
+
+
+def _caller(entry, args, generic):
+    """The generated fast path of one signature whose arguments are all NumPy arrays and
+    scalars: a ``__call__`` that checks the argument classes, calls the kernel on them and
+    the entry's array constants, and packs the results, in one Python frame.
+
+    Numba checks dtypes and ranks (it compiles nothing new for a kernel: a mismatch is a
+    TypeError) and the kernel checks the rest of its signature (SignatureMismatch); either
+    sends the call down the full path (``_call``). Other argument classes go to
+    ``generic`` (``Compiled.__call__``), which finds their own caller.
+    """
+    n = len(args)
+    names = [f"a{k}" for k in range(n)]
+    consts = [f"c{k}" for k in range(len(entry.consts))]
+    namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
+                     generic=generic, SignatureMismatch=SignatureMismatch)
+    guard = []
+    for k, a in enumerate(args):
+        namespace[f"C{k}"] = a.__class__
+        guard.append(f"a{k}.__class__ is C{k}")
+    expr = getattr(entry.pack, "expr", None)
+    if expr is None:
+        expr = "pack(out)"
+    else:
+        namespace.update(entry.pack.names)
+    # Positional parameters with a default that fails the guard: an exact-arity call
+    # builds no argument tuple.
+    params = "".join(f"{a}=_MISSING, " for a in names)
+    given = f"[a for a in ({', '.join(names)}{',' if n == 1 else ''}) if a is not _MISSING] + list(rest)"
+    namespace["_MISSING"] = _MISSING
+    source = (f"def __call__(self, {params}*rest):\n"
+              f"    if {' and '.join(guard + ['not rest'])}:\n"
+              f"        try:\n"
+              f"            out = kernel({', '.join(names + consts)})\n"
+              f"        except (TypeError, SignatureMismatch):\n"
+              f"            return self._call(({', '.join(names)}{',' if n == 1 else ''}))\n"
+              f"        self._hits += 1\n"
+              f"        return {expr}\n"
+              f"    return generic(self, *({given}))\n")
+    exec(compile(source, "<jittape caller>", "exec"), namespace)
+    return namespace["__call__"]
 
 
 def _numpy(x, dtype):

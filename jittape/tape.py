@@ -76,27 +76,50 @@ def _make_entry(prim, args, params, result):
     """(primitive, params, what its VJP rules need, output or None, (position, id) of each
     tensor input, output id)."""
     keep = prim.keep_inputs
-    saved = list(args)
+    saved = args                  # copied only when an input is replaced
     inputs = []
-    for k, a in enumerate(args):
+    k = -1
+    for a in args:
+        k += 1
         cls = a.__class__
-        if cls is Tensor or cls is Variable or isinstance(a, Tensor):
-            inputs.append((k, a._id))
-            if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
-                v = a._value                          # the VJP needs only its shape and dtype
-                aval = _new(_Aval)
-                aval.shape = v.shape
-                aval.dtype = v.dtype
-                saved[k] = aval
-            elif cls is Variable:                     # the value read now, under the variable's id
-                alias = _new(Tensor)
-                alias._value = a._value
-                alias._id = a._id
-                saved[k] = alias
+        if cls is not Tensor and cls is not Variable and not isinstance(a, Tensor):
+            continue
+        inputs.append((k, a._id))
+        if keep is True:
+            if cls is not Variable:
+                continue
+            alias = _new(Tensor)                      # the value read now, under the variable's id
+            alias._value = a._value
+            alias._id = a._id
+        elif keep is False or (keep[k] if k < len(keep) else True) is False:
+            v = a._value                              # the VJP needs only its shape and dtype
+            alias = _new(_Aval)
+            alias.shape = v.shape
+            alias.dtype = v.dtype
+        elif cls is Variable:
+            alias = _new(Tensor)
+            alias._value = a._value
+            alias._id = a._id
+        else:
+            continue
+        if saved is args:
+            saved = list(args)
+        saved[k] = alias
     return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
 
 
 _new = object.__new__
+
+
+_ONES = {}
+
+
+def _one(dtype):
+    """A NumPy scalar 1 of ``dtype`` (made once: NumPy's scalar constructors are slow)."""
+    one = _ONES.get(dtype)
+    if one is None:
+        one = _ONES[dtype] = dtype.type(1)
+    return one
 
 
 def _is_float(x):
@@ -249,7 +272,7 @@ class GradientTape:
             if v.dtype.kind not in "fc":
                 continue
             if seed is None:
-                seed = Tensor._wrap(v.dtype.type(1) if v.ndim == 0 else np.ones(v.shape, v.dtype))
+                seed = Tensor._wrap(_one(v.dtype) if v.ndim == 0 else np.ones(v.shape, v.dtype))
             else:
                 if not isinstance(seed, Tensor):
                     seed = Tensor(np.asarray(seed, dtype=v.dtype))

@@ -63,12 +63,8 @@ def tree_map(fn, tree):
 
 
 def tree_leaves(tree):
-    """The leaves in a deterministic order (dicts by sorted key)."""
-    if isinstance(tree, dict):
-        return [leaf for k in sorted(tree) for leaf in tree_leaves(tree[k])]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for v in tree for leaf in tree_leaves(v)]
-    return [tree]
+    """The leaves in a deterministic order (dicts by sorted key), as jittape flattens."""
+    return jt.tree.flatten(tree)[0]
 
 
 def tree_structure(tree):

@@ -156,6 +156,39 @@ def test_dtype_and_rank_changes_trace_again(cache_dir):
     assert f.cache_info().traces == 4
 
 
+def test_the_fast_call_path_serves_each_signature_it_compiled(cache_dir):
+    f = jt.value_and_grad(lambda x, y: jt.sum(x * y), argnums=(0, 1))
+    x32, y32 = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    x64, y64 = x32.astype(np.float64), y32.astype(np.float64)
+    for _ in range(3):                         # alternating signatures, both from memory
+        value, (gx, gy) = f(x32, y32)
+        assert value.dtype == np.float32 and isinstance(value, np.float32) and value == 3
+        assert gx.dtype == np.float32
+        np.testing.assert_array_equal(gy, x32)
+        value, (gx, gy) = f(x64, y64)
+        assert isinstance(value, np.float64) and gx.dtype == np.float64
+    value, _ = f(jt.constant(x32), y32)        # a Tensor argument: the full path
+    assert value == 3
+    info = f.cache_info()
+    assert info.traces == 2 and info.compiles == 2 and info.hits == 5
+    with pytest.raises(TypeError):             # a missing argument reaches the function
+        f(x32)
+    f.cache_clear()
+    f(x32, y32)
+    assert f.cache_info().traces == 4
+
+
+def test_the_fast_call_path_returns_numpy_scalars_of_the_graph_dtype(cache_dir):
+    f = jt.grad(lambda a, b: a * b, argnums=(0, 1))
+    for dtype in (np.float32, np.float64):
+        for _ in range(2):
+            ga, gb = f(dtype(2.0), dtype(-0.0))
+            assert type(ga) is dtype and type(gb) is dtype
+            assert ga == 0 and np.signbit(ga) and gb == 2
+    ga, gb = f(np.float32(np.inf), np.float32(np.nan))
+    assert np.isnan(ga) and gb == np.inf
+
+
 def test_python_scalars_are_part_of_the_signature(cache_dir):
     f = jt.grad(lambda x, scale: scale * jt.sum(x * x))
     x = np.ones(3)

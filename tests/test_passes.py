@@ -57,6 +57,35 @@ def test_dce_drops_what_no_output_reads():
     assert names(g) == ["cos"]
 
 
+def test_sizes_checked_equal_get_one_expression():
+    def f(x, w, b):
+        return x @ w + b
+
+    t, _, out = trace(f, np.ones((2, 4)), np.ones((4, 3)), np.ones(3))
+    g = t.graph([out._var])
+    assert (("in", 0, 1), ("in", 1, 0)) in g.checks and (("in", 1, 1), ("in", 2, 0)) in g.checks
+    g = passes.canonical_sizes(g)
+    exprs = {d.expr for v in [n.out for n in g.nodes] + g.inputs for d in v.shape
+             if isinstance(d, Dim)}
+    assert exprs == {("in", 0, 0), ("in", 0, 1), ("in", 1, 1)}   # b's size is w's
+    assert g.checks                                # the kernel still checks them on entry
+
+
+def test_canonical_sizes_let_a_dead_buffer_serve_an_equal_shape():
+    def loss(w, b, x):
+        y = x @ w + b
+        return jt.mean(y ** 2)
+
+    f = jt.value_and_grad(loss, argnums=(0, 1))
+    w, b, x = np.ones((4, 3), np.float32), np.ones(3, np.float32), np.ones((1, 4), np.float32)
+    source = f.lower(w, b, x).source
+    assert "reuses a dead buffer" in source
+    value, (gw, gb) = f(w, b, x)
+    np.testing.assert_allclose(gb, 2 * 5 / 3 * np.ones(3), rtol=1e-6)
+    with pytest.raises(ValueError, match="add: operand shapes cannot be broadcast"):
+        f(w, np.ones(5, np.float32), x)            # b no longer matches w: checked on entry
+
+
 def test_cse_merges_equal_nodes_but_not_different_sizes():
     t, (x, y), _ = trace(lambda x, y: x, np.ones(3), np.ones(3))
     with t:

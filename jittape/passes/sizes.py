@@ -1,0 +1,103 @@
+"""Size canonicalization: sizes that the kernel checks equal at entry get one expression.
+
+Tracing records a check for each pair of run-time sizes an op needs equal (``x @ w``
+needs ``x.shape[1] == w.shape[0]``; ``y + b`` needs the trailing sizes equal). The
+generated kernel tests those checks before anything else, so past them the two
+expressions are interchangeable. Writing every size with one representative per class
+lets the later passes see what is really the same: fusion puts loops over the same
+domain together, CSE merges nodes that differ only in how a size was spelled, and the
+buffer planner hands a dead buffer to a value of the same shape.
+
+The representative of a class is its simplest member: an input's own axis
+(``("in", k, axis)``, the lowest ``k`` first) before a derived size.
+"""
+
+from ..ir import Dim, Graph, Node, Var
+
+
+def _rank(expr):
+    """Sort key: inputs' axes first (by input, then axis), then larger expressions."""
+    if isinstance(expr, tuple) and expr[0] == "in":
+        return (0, expr[1], expr[2])
+    return (1, len(repr(expr)), repr(expr))
+
+
+class _Classes:
+    """Union-find over size expressions."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, e):
+        parent = self.parent
+        root = e
+        while root in parent:
+            root = parent[root]
+        while e in parent and parent[e] != root:     # path compression
+            parent[e], e = root, parent[e]
+        return root
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        if _rank(rb) < _rank(ra):
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+
+
+def canonical_sizes(graph):
+    """The graph with every run-time size written as its class's representative."""
+    classes = _Classes()
+    for a, b in graph.checks:
+        if isinstance(a, tuple) and isinstance(b, tuple):   # (expr, 1) checks stay as they are
+            classes.union(a, b)
+    if not classes.parent:
+        return graph
+    memo = {}
+
+    def expr(e):
+        if not isinstance(e, tuple):
+            return e
+        found = memo.get(e)
+        if found is None:
+            root = classes.find(e)
+            if root != e:
+                found = expr(root)
+            elif e[0] == "in":
+                found = e
+            else:
+                found = (e[0],) + tuple(expr(x) for x in e[1:])
+            memo[e] = found
+        return found
+
+    def size(d):
+        if isinstance(d, Dim):
+            e = expr(d.expr)
+            return d if e == d.expr else Dim(int(d), e)
+        if isinstance(d, tuple):
+            return tuple(size(x) for x in d)
+        return d
+
+    seen = set()
+
+    def fix(var):
+        if var.id not in seen:
+            seen.add(var.id)
+            var.shape = size(var.shape)
+
+    for v in graph.inputs:
+        fix(v)
+    for c in graph.consts:
+        fix(c.var)
+    nodes = []
+    for node in graph.nodes:
+        fix(node.out)
+        inputs = [v if isinstance(v, Var) else size(v) for v in node.inputs]
+        params = {k: size(v) for k, v in node.params.items()}
+        new = Node(node.prim, inputs, params, node.out, node.where)
+        node.out.node = new
+        nodes.append(new)
+    outputs = [v if isinstance(v, Var) else size(v) for v in graph.outputs]
+    return Graph(graph.inputs, graph.consts, nodes, outputs, graph.name, graph.checks,
+                 graph.exact_sizes)
