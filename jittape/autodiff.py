@@ -7,6 +7,8 @@ result again (Hessians) is the same sweep over a longer node list. A zero cotang
 is ``None`` throughout (DESIGN.md rule 7).
 """
 
+import numpy as np
+
 from . import ops
 from .ir import Var
 from .trace import Tracer
@@ -51,15 +53,28 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
         out = Tracer._of(node.out, trace)
         prim = node.prim
         trace.where = node.where
+        # a custom gradient gives the cotangents of all inputs at once
+        cts = prim.joint_vjp(g, len(node.inputs)) if getattr(prim, "joint", False) else None
         for k, v in enumerate(node.inputs):
             if not isinstance(v, Var) or v.id not in relevant:
                 continue
-            rule = prim.vjp[k]
-            if rule is None:
-                continue
-            ct = rule(g, out, *args, **node.params)
+            if cts is not None:
+                ct = cts[k]
+            else:
+                rule = prim.vjp[k]
+                if rule is None:
+                    continue
+                ct = rule(g, out, *args, **node.params)
             if ct is not None:
-                _accumulate(grads, v.id, ct)
+                _accumulate(grads, v.id, _traced(trace, ct))
+
+
+def _traced(trace, ct):
+    """A cotangent as a tracer (a custom gradient may return a constant)."""
+    if isinstance(ct, Tracer):
+        return ct
+    value = ct._value if hasattr(ct, "_value") else ct
+    return Tracer._of(trace.const(np.asarray(value)), trace)
 
 
 def _accumulate(grads, key, ct):

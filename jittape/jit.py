@@ -229,7 +229,9 @@ class Compiled:
             if debug == "2":
                 print(source, file=sys.stderr)
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
-        built = build.build(source, func, build.digest(graph.key_text(), self.target),
+        # the file is named by the whole text, source lines included: two functions with
+        # equal graphs at different lines have different comments in their modules
+        built = build.build(source, func, build.digest(graph.text(), self.target),
                             _NJIT_OPTIONS)
         return _Entry(graph, source, built, len(consts), consts, pack)
 

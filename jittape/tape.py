@@ -482,12 +482,34 @@ class _CustomRule:
         return [None if c is None else (c if isinstance(c, Tensor) else Tensor(c)) for c in cts]
 
 
+class _TracedCustomRule(_CustomRule):
+    """A ``custom_gradient`` call in a traced function: a graph node
+    ``y = custom_gradient(y_inner, *x)`` whose value is ``y_inner`` (what ``f`` computed)
+    and whose VJP is ``grad_fn`` for the ``x`` and nothing for ``y_inner``, so the
+    autodiff pass never looks inside ``f``. The passes drop the node after autodiff
+    (``passes.simplify``); ``grad_fn``'s ops, recorded into the same trace when the
+    backward pass runs, are differentiable again (hessians)."""
+
+    always_traced = False
+    lowerings = {"scalar": "{0}"}          # the value passes through
+
+    def abstract(self, y, *args, **params):
+        return _Aval(y.shape, y.dtype)
+
+    def joint_vjp(self, g, n_inputs):
+        return [None] + super().joint_vjp(g, n_inputs - 1)
+
+    def __repr__(self):
+        return f"<custom_gradient of {self.fn_name}>"
+
+
 def custom_gradient(f):
     """Decorate ``f(*x) -> (y, grad_fn)``; ``grad_fn(dy)`` returns the inputs' gradients.
 
     ``f``'s own operations are not recorded: tapes record one entry whose backward
     step is ``grad_fn``. ``grad_fn`` may use jittape ops, so outer tapes can
-    differentiate it again.
+    differentiate it again. Compiled functions honour it the same way: the autodiff
+    pass calls ``grad_fn`` on the traced cotangent.
     """
     @functools.wraps(f)
     def wrapper(*args):
@@ -497,10 +519,24 @@ def custom_gradient(f):
             y, grad_fn = f(*args)
         finally:
             ACTIVE_TAPES[:] = saved
+        name = getattr(f, "__name__", "function")
+        traces = _traces()
+        if traces:
+            if isinstance(y, Tensor) and y._value is None and _is_float(y):   # a tracer
+                rule = _TracedCustomRule(grad_fn, len(args), name)
+                return traces[-1].bind(rule, [y, *args], {})
+            return y
         if not isinstance(y, Tensor):
             y = Tensor(y)
         if ACTIVE_TAPES and _is_float(y):
-            rule = _CustomRule(grad_fn, len(args), getattr(f, "__name__", "function"))
+            rule = _CustomRule(grad_fn, len(args), name)
             record(rule, args, {}, y)
         return y
     return wrapper
+
+
+def _traces():
+    if _ops is None:
+        _bind_ops()
+    from .ops.core import TRACES
+    return TRACES
