@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from test_seeds import my_better_softplus, my_softplus   # the tutorial's own functions
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
@@ -15,20 +16,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarn
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("JITTAPE_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def my_softplus(z):
-    return jt.log(jt.exp(z) + 1.0)
-
-
-@jt.custom_gradient
-def my_better_softplus(z):
-    exp = jt.exp(z)
-
-    def my_softplus_gradients(grad):
-        return grad / (1 + 1 / exp)
-
-    return jt.log(exp + 1), my_softplus_gradients
 
 
 def eager_gradient(fn, x):
