@@ -11,6 +11,7 @@ import numpy as np
 
 from . import ops
 from .ir import Var
+from .tape import input_cotangents
 from .trace import Tracer
 
 
@@ -53,20 +54,9 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
         out = Tracer._of(node.out, trace)
         prim = node.prim
         trace.where = node.where
-        # a custom gradient gives the cotangents of all inputs at once
-        cts = prim.joint_vjp(g, len(node.inputs)) if getattr(prim, "joint", False) else None
-        for k, v in enumerate(node.inputs):
-            if not isinstance(v, Var) or v.id not in relevant:
-                continue
-            if cts is not None:
-                ct = cts[k]
-            else:
-                rule = prim.vjp[k]
-                if rule is None:
-                    continue
-                ct = rule(g, out, *args, **node.params)
-            if ct is not None:
-                _accumulate(grads, v.id, _traced(trace, ct))
+        inputs = [(k, v.id) for k, v in enumerate(node.inputs) if isinstance(v, Var)]
+        for vid, ct in input_cotangents(prim, g, out, args, node.params, inputs, relevant):
+            _accumulate(grads, vid, _traced(trace, ct))
 
 
 def _traced(trace, ct):

@@ -78,37 +78,53 @@ def _make_entry(prim, args, params, result):
     keep = prim.keep_inputs
     saved = args                  # copied only when an input is replaced
     inputs = []
-    k = -1
-    for a in args:
-        k += 1
+    for k, a in enumerate(args):
         cls = a.__class__
         if cls is not Tensor and cls is not Variable and not isinstance(a, Tensor):
             continue
         inputs.append((k, a._id))
-        if keep is True:
-            if cls is not Variable:
-                continue
-            alias = _new(Tensor)                      # the value read now, under the variable's id
-            alias._value = a._value
-            alias._id = a._id
-        elif keep is False or (keep[k] if k < len(keep) else True) is False:
-            v = a._value                              # the VJP needs only its shape and dtype
-            alias = _new(_Aval)
-            alias.shape = v.shape
-            alias.dtype = v.dtype
+        if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
+            replacement = _new(_Aval)                 # the VJP needs only its shape and dtype
+            replacement.shape = a._value.shape
+            replacement.dtype = a._value.dtype
         elif cls is Variable:
-            alias = _new(Tensor)
-            alias._value = a._value
-            alias._id = a._id
+            replacement = _new(Tensor)                # the value read now, under the variable's id
+            replacement._value = a._value
+            replacement._id = a._id
         else:
             continue
         if saved is args:
             saved = list(args)
-        saved[k] = alias
+        saved[k] = replacement
     return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
 
 
 _new = object.__new__
+
+
+def input_cotangents(prim, g, out, args, params, inputs, relevant):
+    """The VJP step of one op application, shared by the tape and the autodiff pass.
+
+    ``inputs`` holds (input position, key) pairs; the result holds (key, cotangent) for
+    each key in ``relevant`` whose cotangent is not a symbolic zero. A custom gradient
+    (``prim.joint``) gives all inputs' cotangents in one call; a primitive has one rule
+    per input.
+    """
+    cts = prim.joint_vjp(g, len(args)) if prim.joint else None
+    found = []
+    for k, key in inputs:
+        if key not in relevant:
+            continue
+        if cts is not None:
+            ct = cts[k]
+        else:
+            rule = prim.vjp[k]
+            if rule is None:
+                continue
+            ct = rule(g, out, *args, **params) if params else rule(g, out, *args)
+        if ct is not None:
+            found.append((key, ct))
+    return found
 
 
 _ONES = {}
@@ -310,19 +326,7 @@ class GradientTape:
                 del grads[out_id]
             # only float values are relevant: integer sources are excluded above and
             # integer results are never recorded
-            cts = prim.joint_vjp(g, len(saved)) if prim.joint else None
-            for k, i in inputs:
-                if i not in relevant:
-                    continue
-                if cts is not None:
-                    ct = cts[k]
-                else:
-                    rule = prim.vjp[k]
-                    if rule is None:
-                        continue
-                    ct = rule(g, out, *saved, **params) if params else rule(g, out, *saved)
-                if ct is None:
-                    continue
+            for i, ct in input_cotangents(prim, g, out, saved, params, inputs, relevant):
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
         return [grads.get(s._id) if s._id in source_ids else None for s in sources]
@@ -490,7 +494,6 @@ class _TracedCustomRule(_CustomRule):
     (``passes.simplify``); ``grad_fn``'s ops, recorded into the same trace when the
     backward pass runs, are differentiable again (hessians)."""
 
-    always_traced = False
     lowerings = {"scalar": "{0}"}          # the value passes through
 
     def abstract(self, y, *args, **params):
@@ -520,11 +523,11 @@ def custom_gradient(f):
         finally:
             ACTIVE_TAPES[:] = saved
         name = getattr(f, "__name__", "function")
-        traces = _traces()
-        if traces:
+        from .ops.core import TRACES       # not at import: the ops import this module
+        if TRACES:
             if isinstance(y, Tensor) and y._value is None and _is_float(y):   # a tracer
                 rule = _TracedCustomRule(grad_fn, len(args), name)
-                return traces[-1].bind(rule, [y, *args], {})
+                return TRACES[-1].bind(rule, [y, *args], {})
             return y
         if not isinstance(y, Tensor):
             y = Tensor(y)
@@ -534,9 +537,3 @@ def custom_gradient(f):
         return y
     return wrapper
 
-
-def _traces():
-    if _ops is None:
-        _bind_ops()
-    from .ops.core import TRACES
-    return TRACES
