@@ -5,7 +5,7 @@ An eager ``GradientTape`` with TensorFlow's semantics, and compiled gradients
 """
 
 from ._version import __version__  # noqa: F401
-from .errors import JittapeError, ShapeError, UnsupportedError  # noqa: F401
+from .errors import JittapeError, NumericsError, ShapeError, UnsupportedError  # noqa: F401
 from .tensor import (  # noqa: F401
     Tensor, Variable, bool_, constant, float16, float32, float64, int8, int16, int32, int64,
     is_tensor, uint8,
@@ -21,7 +21,7 @@ from .ops import (  # noqa: F401
     softmax, softmax_cross_entropy, softplus, sparse_softmax_cross_entropy, sqrt, square, squeeze,
     stack, stop_gradient, subtract, sum, take, tan, tanh, transpose, where, zeros, zeros_like,
 )
-from .jit import grad, hessian, jacobian, value_and_grad  # noqa: F401
+from .jit import function, grad, hessian, jacobian, value_and_grad  # noqa: F401
 from .ops import random  # noqa: F401
 from . import config  # noqa: F401
 from . import nn  # noqa: F401

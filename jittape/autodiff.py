@@ -56,11 +56,11 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
         trace.where = node.where
         inputs = [(k, v.id) for k, v in enumerate(node.inputs) if isinstance(v, Var)]
         for vid, ct in input_cotangents(prim, g, out, args, node.params, inputs, relevant):
-            _accumulate(grads, vid, _traced(trace, ct))
+            _accumulate(grads, vid, traced(trace, ct))
 
 
-def _traced(trace, ct):
-    """A cotangent as a tracer (a custom gradient may return a constant)."""
+def traced(trace, ct):
+    """A value as a tracer of ``trace`` (a custom gradient may return a constant)."""
     if isinstance(ct, Tracer):
         return ct
     value = ct._value if hasattr(ct, "_value") else ct
@@ -132,9 +132,10 @@ ONEHOT = _LoopOp("onehot", _abstract_onehot, _lower_onehot)
 LOOP_STACK = _LoopOp("loop_stack", _abstract_stack, _lower_stack)
 
 
-def jacobian_rows(trace, target, wrt, nodes=None):
+def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
     """d target / d wrt, one row per element of ``target``: Tracers of shape
-    ``(target.size,) + wrt[j].shape`` (zeros where unconnected).
+    ``(target.size,) + wrt[j].shape`` (zeros where unconnected, or None with
+    ``keep_none``).
 
     The rows come from the reverse sweep seeded with the k-th unit vector; the generated
     code runs that sweep in a loop over k, with everything that does not depend on k
@@ -149,6 +150,9 @@ def jacobian_rows(trace, target, wrt, nodes=None):
     cts = backward(trace, [(target._var, seed)], [w._var for w in wrt], nodes)
     rows = []
     for ct, w in zip(cts, wrt):
+        if ct is None and keep_none:
+            rows.append(None)
+            continue
         if ct is None:
             ct = ops.zeros_like(w)
         elif ct.dtype != w.dtype:

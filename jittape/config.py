@@ -1,13 +1,48 @@
-"""Run-time configuration: ``jt.config.disk_cache`` and the cache directory.
+"""Run-time configuration.
 
-``JITTAPE_CACHE_DIR`` (read at each compile) names the disk cache; unset, it is the
-user cache directory (``$XDG_CACHE_HOME/jittape`` or ``~/.cache/jittape``); set to the
-empty string, or with ``jt.config.disk_cache = False``, nothing is written to disk.
+- ``disk_cache`` and ``JITTAPE_CACHE_DIR`` (read at each compile) name the disk cache;
+  unset, it is the user cache directory (``$XDG_CACHE_HOME/jittape`` or
+  ``~/.cache/jittape``); set to the empty string, or with ``jt.config.disk_cache =
+  False``, nothing is written to disk.
+- ``check_numerics``: when True, eager ops and compiled functions raise
+  ``jt.NumericsError`` (a ``FloatingPointError``) on the first NaN or inf a
+  floating-point op produces, naming the op and the user's file:line. Compiled
+  functions compile a checked variant of their graph (the flag is part of the
+  signature); it costs a test per value, so it is for debugging.
+- ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
+  traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
+- ``max_variants``: how many variants (one per path through the branches) one signature
+  of a compiled function may compile before it raises.
 """
 
 import os
+import sys
+import types
+import weakref
 
 disk_cache = True
+max_guards = 1000
+max_variants = 16
+
+_check_numerics = False
+# compiled functions, told when check_numerics changes (their fast paths do not look)
+_COMPILED = weakref.WeakSet()
+
+
+class _Config(types.ModuleType):
+    @property
+    def check_numerics(self):
+        return _check_numerics
+
+    @check_numerics.setter
+    def check_numerics(self, value):
+        global _check_numerics
+        _check_numerics = bool(value)
+        for compiled in list(_COMPILED):
+            compiled._forget_callers()
+
+
+sys.modules[__name__].__class__ = _Config
 
 
 def cache_dir():

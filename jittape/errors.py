@@ -22,6 +22,10 @@ class UnsupportedError(JittapeError, TypeError):
     """A NumPy function or argument type that jittape does not support."""
 
 
+class NumericsError(JittapeError, FloatingPointError):
+    """A NaN or inf produced while ``jt.config.check_numerics`` is on."""
+
+
 class SignatureMismatch(JittapeError, ValueError):
     """Arguments whose size-1 axes (or, for a size-specialized graph, sizes) differ from
     those a compiled kernel was generated for. Compiled functions catch it and compile
@@ -33,7 +37,8 @@ def user_frame():
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        if not (filename.startswith("<jittape") or
+                os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None

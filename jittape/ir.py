@@ -224,7 +224,16 @@ def _param_text(v):
 
 
 class Graph:
-    """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``."""
+    """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``.
+
+    Set by the compiler after the passes: ``writes`` (output index, the variable it is
+    written back to), ``guards`` (output index, the branch value the graph was traced
+    with) and ``check_numerics`` (the generated code tests every value for NaN/inf).
+    """
+
+    writes = ()
+    guards = ()
+    check_numerics = False
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
         self.checks = dict(checks or {})      # (size expr, size expr) -> error message
@@ -250,7 +259,11 @@ class Graph:
             where = f"    # {node.where}" if node.where else ""
             lines.append("  " + node.text() + where)
         outs = ", ".join(repr(v) if isinstance(v, Var) else _operand_text(v) for v in self.outputs)
-        lines.append(f"  return {outs}")
+        notes = [f"{self.outputs[k]!r} -> {_target_text(t)}" for k, t in self.writes]
+        notes += [f"{self.outputs[k]!r} is {value}" for k, value in self.guards]
+        if self.check_numerics:
+            notes.append("every value is checked for NaN and inf")
+        lines.append(f"  return {outs}" + (f"    # {'; '.join(notes)}" if notes else ""))
         lines.append("}")
         return "\n".join(lines)
 
@@ -274,6 +287,10 @@ class Graph:
             if isinstance(v, Var) and v.id not in defined:
                 raise AssertionError(f"graph: output {v!r} is not defined")
         return self
+
+
+def _target_text(target):
+    return f"argument leaf {target}" if isinstance(target, int) else f"variable {target.name!r}"
 
 
 def _const_digest(value):

@@ -1,7 +1,7 @@
-"""Compiled gradients: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``.
+"""Compiled functions: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``, ``function``.
 
 A call looks up its signature (argument structure, dtypes, ranks, which axes have size
-1, and the values of Python ``int``/``bool``/``float`` arguments that are not
+1, and the values of Python ``int``/``bool``/``float``/``str`` arguments that are not
 differentiated) in a dict. On a miss it traces the function (``trace``), differentiates
 the graph (``autodiff``), optimizes it (``passes``), generates a Numba function
 (``codegen.cpu``), and builds it through the disk cache (``codegen.build``). Sizes are
@@ -10,9 +10,23 @@ compile serves every batch size. A function that reads a size while tracing
 (``x.shape[0]``) is keyed on exact sizes instead, so a graph never reuses a stale one.
 
 Python scalars: a differentiated ``float`` argument is a float32 input; any other
-Python number is part of the signature (a new value traces and compiles again), so
-pass values that change every call (a learning rate in a schedule) as NumPy scalars or
-arrays, which are run-time inputs.
+Python number is part of the signature (a new value traces and compiles again, as in
+``tf.function``), so pass values that change every call (a learning rate in a schedule)
+as NumPy scalars or arrays, which are run-time inputs.
+
+``function`` compiles a function as it is. Tapes opened in it record into the trace
+(``tape.record_traced``) and their ``gradient``/``jacobian`` run the autodiff pass over
+the nodes they recorded. Variables it reads from its enclosing scope become inputs (the
+compiled function holds them, as ``tf.function`` does), Variables passed as arguments
+too; ``assign``/``assign_add``/``assign_sub`` make the new values outputs, written back
+to the variables after the call, so a training step is one native call.
+
+Python control flow on a traced value (``if jt.sum(x) > 0:``) takes the branch that the
+value has in the call being traced (computed with the primitives' NumPy
+implementations) and records a guard: the condition is an output of the kernel, and a
+call where it comes out otherwise traces and compiles that variant, kept beside the
+first (``config.max_variants``). A ``while`` loop is unrolled per trip count
+(``config.max_guards``).
 """
 
 import collections
@@ -26,9 +40,11 @@ import numpy as np
 from . import autodiff, ops, passes, tree
 from ._version import __version__
 from .codegen import build, cpu
-from .errors import SignatureMismatch, UnsupportedError, at_user_line
-from .tensor import Tensor
-from .trace import Trace, Tracer
+from . import config
+from .errors import JittapeError, SignatureMismatch, UnsupportedError, at_user_line
+from .ops import core
+from .tensor import Tensor, Variable
+from .trace import Trace, Tracer, TracerError
 
 CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits misses")
 Lowered = collections.namedtuple("Lowered", "graph source python")
@@ -36,11 +52,11 @@ Lowered.__doc__ = """What ``lower()`` returns: ``graph`` (the optimized op list 
 ``source`` (the generated module) and ``python`` (the generated function run as plain
 Python, without Numba: kernel arguments in, kernel results out; for debugging)."""
 
-_MODES = ("grad", "value_and_grad", "jacobian", "hessian")
+_MODES = ("grad", "value_and_grad", "jacobian", "hessian", "function")
 _ndarray = np.ndarray
 _NUMPY_SCALARS = frozenset([np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
                             np.int64, np.uint8, np.bool_])
-_STATIC = (bool, int, float)
+_STATIC = (bool, int, float, str)
 _NJIT_OPTIONS = {"error_model": "numpy", "nogil": True}
 
 
@@ -55,15 +71,26 @@ class _Signature:
 
 
 class _Entry:
-    """One compiled signature: the kernel and how to pack its results."""
+    """One compiled variant of a signature: the kernel and how to call it.
 
-    def __init__(self, graph, source, built, n_consts, consts, pack):
+    Kernel inputs: the flattened arguments, the values of the variables the function
+    reads from its enclosing scope (``captures``), the array constants. Kernel outputs:
+    the user's results (``pack`` makes them the user's structure), the new values of
+    assigned variables (``writes``: output index, flattened argument position or the
+    captured Variable), the branch conditions (``guards``: output index, the value the
+    variant was traced with).
+    """
+
+    def __init__(self, graph, source, built, consts, pack, captures=(), writes=(), guards=()):
         self.graph = graph
         self.source = source
         self.built = built
         self.kernel = built.dispatcher
-        self.consts = consts          # array constants passed after the inputs
-        self.pack = pack              # kernel outputs -> the user's result
+        self.consts = consts
+        self.pack = pack
+        self.captures = list(captures)
+        self.writes = list(writes)
+        self.guards = list(guards)
         self.called = False
         self.user_kernel = None       # what kernel() returns, made on demand
         self.caller = None            # the generated fast-path call (see _caller)
@@ -86,6 +113,8 @@ class Compiled:
         if not all(isinstance(a, int) for a in self.argnums) or not self.argnums:
             raise TypeError(f"{mode}: argnums must be an int or a non-empty tuple of ints, "
                             f"got {argnums!r}")
+        if mode == "function":
+            self.argnums = ()                 # nothing is differentiated
         self.has_aux = bool(has_aux)
         self.target = target
         self.name = getattr(fn, "__name__", "f")
@@ -93,9 +122,10 @@ class Compiled:
         self._fast = {}                   # argument classes -> generated caller
         self._hits = 0
         self._size_keyed = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
         functools.update_wrapper(self, fn)
+        config._COMPILED.add(self)
 
     # -- the call path ------------------------------------------------------------------
     def __new__(cls, *args, **kwargs):
@@ -122,16 +152,27 @@ class Compiled:
         return self._call(args)
 
     def _call(self, args):
-        """The full path: flatten the arguments, look up (or compile) their signature."""
+        """The full path: flatten the arguments, find their signature's variant whose
+        guards hold (tracing and compiling one if none does), run it."""
+        if core.TRACES:                    # called from a function being traced
+            return self._inline(args)
         key, leaves = self._key(args)
-        entry = self._cache.get(key)
-        if entry is None or not entry.called:
-            out = self._first_call(key, args, leaves)
+        entry, out = None, _MISS
+        for entry in self._cache.get(key, ()):
+            called = entry.called
+            out = self._run(entry, leaves, key[1])
+            if out is not _MISS:
+                self._hits += called
+                break
+        if out is _MISS:
+            entry, out = self._new_variant(key, args, leaves)
             key, leaves = self._key(args)
-            entry = self._cache[key]
-        else:
-            self._hits += 1
-            out = entry.pack(_run(entry, _inputs(leaves, key[1])))
+        variants = self._cache[key]
+        if variants[0] is not entry:          # the variant used last is tried first
+            variants.remove(entry)
+            variants.insert(0, entry)
+            self._forget_callers()
+        result = entry.pack(out)
         if all(a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim)
                for a in args):
             caller = entry.caller
@@ -139,7 +180,88 @@ class Compiled:
                 caller = entry.caller = _caller(entry, args, Compiled.__call__)
                 type(self).__call__ = caller      # the newest signature: the fastest path
             self._fast[_classes(args)] = caller
+        return result
+
+    def _run(self, entry, leaves, kinds, trust_guards=False):
+        """Run one compiled variant: its outputs, or _MISS when a guard does not hold.
+        Assigned variables are written back only when the guards hold."""
+        inputs = _inputs(leaves, kinds) + [v._value for v in entry.captures]
+        if entry.called:
+            out = _execute(entry, inputs)
+        else:
+            with self._lock:               # the first call compiles (or loads) the kernel
+                if entry.called:
+                    out = _execute(entry, inputs)
+                else:
+                    out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
+                    entry.kernel = entry.built.dispatcher
+                    entry.kernel.disable_compile()     # other types are other signatures
+                    entry.called = True
+                    if compiled:
+                        self._stats["compiles"] += 1
+                    elif entry.built.from_disk:
+                        self._stats["disk_hits"] += 1
+        if not trust_guards:
+            for k, expected in entry.guards:
+                if bool(out[k]) is not expected:
+                    return _MISS
+        for k, target in entry.writes:
+            variable = leaves[target] if target.__class__ is int else target
+            value = out[k]
+            variable._value = value if value.__class__ is _ndarray else variable.dtype.type(value)
         return out
+
+    def _new_variant(self, key, args, leaves):
+        """Trace and compile the variant these arguments take (under the lock: a thread
+        that waited for another's compile first tries what that one made)."""
+        with self._lock:
+            for entry in self._cache.get(key, ()):
+                out = self._run(entry, leaves, key[1])
+                if out is not _MISS:          # another thread compiled it meanwhile
+                    self._hits += 1
+                    return entry, out
+            entry = self._compile(args, leaves, key)
+            key, leaves = self._key(args)          # keyed on sizes if tracing read one
+            variants = self._cache.setdefault(key, [])
+            same = [e for e in variants if e.source == entry.source]
+            if same:
+                # the kernel computes a branch condition differently from NumPy while
+                # tracing (rounding at the threshold): the variant traced for these
+                # values is the right one, whatever its guards say
+                entry = same[0]
+            else:
+                if len(variants) >= config.max_variants:
+                    raise JittapeError(at_user_line(
+                        f"{self.mode}({self.name}): more than {config.max_variants} variants "
+                        "of one signature: each different path through Python branches on "
+                        "traced values (if/while) compiles a variant. Compute the choice "
+                        "with jt.where, or raise jt.config.max_variants"))
+                variants.insert(0, entry)
+            return entry, self._run(entry, leaves, key[1], trust_guards=True)
+
+    def _inline(self, args):
+        """A compiled function called while another function is traced: its function
+        (differentiated with a tape for the gradient modes) becomes part of that trace."""
+        from .tape import GradientTape, UnconnectedGradients
+        if self.mode == "function":
+            return self.fn(*args)
+        if self.mode not in ("grad", "value_and_grad"):
+            raise UnsupportedError(at_user_line(
+                f"{self.mode}({self.name}) called inside a compiled function: only "
+                "grad, value_and_grad and function compose; use a GradientTape there"))
+        args = list(args)
+        for i in self.argnums:
+            args[i] = tree.map_leaves(_as_tensor, args[i])
+        with GradientTape() as tape:
+            tape.watch([args[i] for i in self.argnums])
+            result = self.fn(*args)
+        value, aux = result if self.has_aux else (result, None)
+        grads = tape.gradient(value, [args[i] for i in self.argnums],
+                              unconnected_gradients=UnconnectedGradients.ZERO)
+        grads = grads[0] if self.single else tuple(grads)
+        if self.mode == "grad":
+            return (grads, aux) if self.has_aux else grads
+        return ((value, aux), grads) if self.has_aux else (value, grads)
 
     def _forget_callers(self):
         self._fast.clear()
@@ -153,6 +275,8 @@ class Compiled:
         diff = self.argnums
         for i, a in enumerate(args):
             if a.__class__ is np.ndarray:
+                if not a.dtype.isnative:            # Numba reads native byte order only
+                    a = a.astype(a.dtype.newbyteorder("="))
                 leaves.append(a)
                 treedefs.append(None)
                 kinds.append("array")
@@ -165,12 +289,16 @@ class Compiled:
                 kind, part = self._leaf(leaf, i in diff, i)
                 if kind == "array" and isinstance(leaf, Tensor):
                     leaf = leaf._value
+                elif kind == "array" and leaf.__class__ is not _ndarray:
+                    leaf = np.asarray(leaf)
                 leaves.append(leaf)
                 kinds.append(kind)
                 parts.append(part)
-        return (tuple(treedefs), tuple(kinds), tuple(parts)), leaves
+        return (tuple(treedefs), tuple(kinds), tuple(parts), config._check_numerics), leaves
 
     def _leaf(self, leaf, differentiated, argnum):
+        if isinstance(leaf, Variable):
+            return "variable", ("V", leaf.dtype.char, leaf.shape)
         value = leaf._value if isinstance(leaf, Tensor) else leaf
         if isinstance(value, np.ndarray):
             return "array", (value.dtype.char, value.shape if self._size_keyed
@@ -181,6 +309,10 @@ class Compiled:
             return "pyfloat", ("f", ())
         if isinstance(value, _STATIC):
             return "static", (type(value).__name__, value)
+        if isinstance(value, Tracer):
+            raise TracerError(at_user_line(
+                f"{self.mode}({self.name}): argument {argnum} is a traced value of a function "
+                "that is no longer being traced; do not keep traced values"))
         if hasattr(value, "__array__") and not isinstance(leaf, Tracer):
             return "array", self._leaf(np.asarray(value), differentiated, argnum)[1]
         raise UnsupportedError(at_user_line(
@@ -188,38 +320,17 @@ class Compiled:
             f"{type(leaf).__name__}; arguments must be NumPy arrays or scalars, Python "
             "numbers, jittape tensors, or lists/tuples/dicts of them"))
 
-    def _first_call(self, key, args, leaves):
-        with self._lock:                   # one thread compiles; the others wait for it
-            entry = self._cache.get(key)
-            if entry is None:
-                entry = self._compile(args, leaves, key)
-                key, leaves = self._key(args)      # keyed on sizes if tracing read one
-                self._cache[key] = entry
-            else:
-                self._hits += 1
-            inputs = _inputs(leaves, key[1])
-            if not entry.called:
-                out, compiled = build.first_call(entry.built, list(inputs) + list(entry.consts))
-                entry.kernel = entry.built.dispatcher
-                entry.kernel.disable_compile()     # other types are other signatures
-                entry.called = True
-                if compiled:
-                    self._stats["compiles"] += 1
-                elif entry.built.from_disk:
-                    self._stats["disk_hits"] += 1
-            else:
-                out = _run(entry, inputs)
-        return entry.pack(out)
-
     # -- compiling ------------------------------------------------------------------------
     def _compile(self, args, leaves, key):
         self._stats["misses"] += 1
-        graph, pack, reads_sizes = self._trace(args, leaves, key)
-        if reads_sizes and not self._size_keyed:
+        graph, pack, trace = self._trace(args, leaves, key)
+        if trace.reads_sizes and not self._size_keyed:
             self._size_keyed = True
             self._cache.clear()
             self._forget_callers()
-        return self._build(graph, pack)
+        entry = self._build(graph, pack)
+        entry.captures = [st.variable for st in trace.variables.values() if st.argument is None]
+        return entry
 
     def _build(self, graph, pack):
         source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
@@ -233,7 +344,8 @@ class Compiled:
         # equal graphs at different lines have different comments in their modules
         built = build.build(source, func, build.digest(graph.text(), self.target),
                             _NJIT_OPTIONS)
-        return _Entry(graph, source, built, len(consts), consts, pack)
+        return _Entry(graph, source, built, consts, pack, writes=graph.writes,
+                      guards=graph.guards)
 
     def _trace(self, args, leaves, key):
         self._stats["traces"] += 1
@@ -251,9 +363,26 @@ class Compiled:
                     value = leaves[pos]
                     pos += 1
                     if kind == "static":
+                        if i in self.argnums:
+                            raise TypeError(at_user_line(
+                                f"{self.mode}({self.name}): argument {i} is a Python "
+                                f"{type(value).__name__}; only floating-point arguments can be "
+                                f"differentiated (argnums={self._argnums_text()})"))
                         new.append(value)
                         continue
+                    if kind == "variable":
+                        if value._id in trace.variables:
+                            raise UnsupportedError(at_user_line(
+                                f"{self.mode}({self.name}): variable {value.name!r} is passed "
+                                "twice; pass each variable once"))
+                        state = trace.variable_input(value, argument=pos - 1)
+                        k += 1
+                        new.append(value)
+                        if i in self.argnums:
+                            diff_inputs.append((i, Tracer._of(state.input, trace)))
+                        continue
                     array = np.float32(value) if kind == "pyfloat" else np.asarray(value)
+                    self._check_dtype(array.dtype, i)
                     t = trace.add_input(array, k)
                     k += 1
                     new.append(t)
@@ -265,15 +394,42 @@ class Compiled:
                                 f"differentiated (argnums={self._argnums_text()})"))
                         diff_inputs.append((i, t))
                 traced_args.append(new[0] if td is None else tree.unflatten(td, new))
-            for i in self.argnums:
+            for i in (self.argnums if self.mode != "function" else ()):
                 if i >= len(args) or i < -len(args):
                     raise TypeError(at_user_line(
                         f"{self.mode}({self.name}): argnums={self._argnums_text()} but the "
                         f"function was called with {len(args)} positional arguments"))
             result = self.fn(*traced_args)
-            outputs, pack = self._differentiate(trace, result, diff_inputs, key, args)
+            if self.mode == "function":
+                outputs, pack = _function_outputs(trace, result, self.name)
+            else:
+                outputs, pack = self._differentiate(trace, result, diff_inputs, key, args)
+            writes, guards = [], []
+            for state in trace.variables.values():
+                if state.assigned:
+                    target = state.variable if state.argument is None else state.argument
+                    writes.append((len(outputs), target))
+                    outputs.append(state.value)
+            for var, value in trace.guards:
+                guards.append((len(outputs), value))
+                outputs.append(var)
         graph = passes.optimize(trace.graph(outputs))
-        return graph, pack, trace.reads_sizes
+        graph.writes, graph.guards, graph.check_numerics = writes, guards, key[3]
+        return graph, pack, trace
+
+    def _check_dtype(self, dtype, argnum):
+        if dtype.kind not in "biufc":
+            raise UnsupportedError(at_user_line(
+                f"{self.mode}({self.name}): argument {argnum} has dtype {dtype}; compiled "
+                "functions take boolean, integer, floating-point and complex values"))
+        if dtype == np.float16:
+            raise UnsupportedError(at_user_line(
+                f"{self.mode}({self.name}): argument {argnum} has dtype float16, which Numba "
+                "cannot compile; cast it to float32 (or use the eager tape)"))
+        if not dtype.isnative:
+            raise UnsupportedError(at_user_line(
+                f"{self.mode}({self.name}): argument {argnum} has non-native byte order "
+                f"{dtype.str}; convert it with .astype({dtype.name!r})"))
 
     def _argnums_text(self):
         return str(self.argnums[0]) if self.single else str(self.argnums)
@@ -348,17 +504,26 @@ class Compiled:
             self._cache.clear()
             self._forget_callers()
 
+    def _entry_for(self, args):
+        """The variant these arguments take, compiled but not run. Without guards a
+        signature has one; with guards, tracing with these values tells which."""
+        key, leaves = self._key(args)
+        variants = self._cache.get(key)
+        if variants and len(variants) == 1 and not variants[0].guards:
+            return variants[0]
+        with self._lock:
+            entry = self._compile(args, leaves, key)
+            key, leaves = self._key(args)
+            variants = self._cache.setdefault(key, [])
+            same = [e for e in variants if e.source == entry.source]
+            if same:
+                return same[0]
+            variants.append(entry)
+            return entry
+
     def lower(self, *args):
         """The optimized graph and the generated source for these arguments."""
-        key, leaves = self._key(args)
-        entry = self._cache.get(key)
-        if entry is None:
-            with self._lock:
-                entry = self._cache.get(key)
-                if entry is None:
-                    entry = self._compile(args, leaves, key)
-                    key, leaves = self._key(args)
-                    self._cache[key] = entry
+        entry = self._entry_for(args)
         namespace = {}                        # the generated module, run as plain Python
         exec(compile(entry.source, f"<generated {self.name}>", "exec"), namespace)
         py_func, consts = namespace["kernel"], tuple(entry.consts)
@@ -368,13 +533,14 @@ class Compiled:
     def kernel(self, *args):
         """The Numba dispatcher for these arguments' signature, callable from njit code.
 
-        It takes the flattened array arguments in order (0-d values as scalars) and
+        It takes the flattened array arguments in order (0-d values as scalars), then
+        the values of the variables the function reads from its enclosing scope, and
         returns a tuple: ``(value, grad_0, ...)`` for value_and_grad, ``(grad_0, ...)``
-        for grad. Graph constants that are arrays are bound into it.
+        for grad, the flattened results for function; then the new values of assigned
+        variables and the branch conditions (see ``lower().graph``). Graph constants that
+        are arrays are bound into it.
         """
-        self.lower(*args)
-        key, _ = self._key(args)
-        entry = self._cache[key]
+        entry = self._entry_for(args)
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
             import numba
@@ -392,7 +558,15 @@ def _classes(args):
     return tuple(map(type, args)) if len(args) not in (2, 3) else tuple(a.__class__ for a in args)
 
 
-def _run(entry, inputs):
+class _Miss:
+    def __repr__(self):
+        return "<a guard did not hold>"
+
+
+_MISS = _Miss()
+
+
+def _execute(entry, inputs):
     """Call an entry's kernel on arguments of its signature; Numba compiles a new
     specialization only for a new memory layout (non-contiguous arrays)."""
     try:
@@ -418,6 +592,8 @@ def _inputs(leaves, kinds):
             out.append(leaf)
         elif kind == "pyfloat":
             out.append(np.float32(leaf))
+        elif kind == "variable":
+            out.append(leaf._value)
     return out
 
 
@@ -432,6 +608,47 @@ def _as_tracer(trace, x, mode, name):
     raise TypeError(at_user_line(
         f"{mode}({name}): the function returned a value of type {type(x).__name__}; it must "
         "return a jittape tensor (or a NumPy value)"))
+
+
+def _as_tensor(x):
+    """A leaf of a differentiated argument, as a tensor a tape can watch."""
+    if isinstance(x, Tensor):
+        return x
+    return Tensor(np.float32(x) if isinstance(x, float) else x)
+
+
+def _function_outputs(trace, result, name):
+    """Outputs and a packer for ``function``: the result's structure with its tensors
+    (and NumPy values) as kernel outputs; other leaves (Python values) are kept as they
+    were while tracing."""
+    leaves, treedef = tree.flatten(result)
+    outputs, slots, statics = [], [], {}
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, (Tensor, np.ndarray, np.generic)):
+            var = trace.var_of(leaf)
+            slots.append(len(outputs))
+            outputs.append(var)
+        elif isinstance(leaf, (bool, int, float, str, bytes)) or leaf is None:
+            slots.append(None)
+            statics[k] = leaf
+        else:
+            raise TypeError(at_user_line(
+                f"function({name}): the function returned a value of type "
+                f"{type(leaf).__name__}; results must be tensors, NumPy values, Python "
+                "numbers or strings, or lists/tuples/dicts of them"))
+    dtypes = [v.dtype for v in outputs]
+    ranks = [v.ndim for v in outputs]
+    if treedef.kind == "leaf" and not statics:
+        names = {}
+        body = "out[0]" if ranks[0] else _scalar_code("out[0]", dtypes[0], names)
+        return outputs, _expr_packer(body, names)
+
+    def pack(out):
+        values = [statics[k] if slot is None else _numpy(out[slot], dtypes[slot])
+                  for k, slot in enumerate(slots)]
+        return tree.unflatten(treedef, values)
+
+    return outputs, pack
 
 
 def _grad_or_zeros(ct, t):
@@ -458,6 +675,11 @@ def _flat_packer(mode, single, dtypes, ranks):
         value, grads = None, items
     grads_code = grads[0] if single else "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")"
     body = f"({value}, {grads_code})" if value is not None else grads_code
+    return _expr_packer(body, names)
+
+
+def _expr_packer(body, names):
+    """A packer returning the expression ``body`` over ``out`` (with ``names``)."""
     source = f"def pack(out):\n    return {body}\n"
     exec(compile(source, "<jittape packer>", "exec"), names)
     pack = names.pop("pack")
@@ -489,19 +711,23 @@ _MISSING = _Missing()
 
 def _caller(entry, args, generic):
     """The generated fast path of one signature whose arguments are all NumPy arrays and
-    scalars: a ``__call__`` that checks the argument classes, calls the kernel on them and
-    the entry's array constants, and packs the results, in one Python frame.
+    scalars: a ``__call__`` that checks the argument classes, calls the kernel on them,
+    the captured variables' values and the entry's array constants, checks the guards,
+    writes assigned variables back and packs the results, in one Python frame.
 
     Numba checks dtypes and ranks (it compiles nothing new for a kernel: a mismatch is a
-    TypeError) and the kernel checks the rest of its signature (SignatureMismatch); either
-    sends the call down the full path (``_call``). Other argument classes go to
-    ``generic`` (``Compiled.__call__``), which finds their own caller.
+    TypeError) and the kernel checks the rest of its signature (SignatureMismatch); either,
+    or a guard that does not hold, sends the call down the full path (``_call``). Other
+    argument classes go to ``generic`` (``Compiled.__call__``), which finds their own
+    caller.
     """
     n = len(args)
     names = [f"a{k}" for k in range(n)]
     consts = [f"c{k}" for k in range(len(entry.consts))]
+    captured = [f"V{k}._value" for k in range(len(entry.captures))]
     namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
                      generic=generic, SignatureMismatch=SignatureMismatch)
+    namespace.update((f"V{k}", v) for k, v in enumerate(entry.captures))
     guard = []
     for k, a in enumerate(args):
         namespace[f"C{k}"] = a.__class__
@@ -516,16 +742,30 @@ def _caller(entry, args, generic):
     params = "".join(f"{a}=_MISSING, " for a in names)
     given = f"[a for a in ({', '.join(names)}{',' if n == 1 else ''}) if a is not _MISSING] + list(rest)"
     namespace["_MISSING"] = _MISSING
-    source = (f"def __call__(self, {params}*rest):\n"
-              f"    if {' and '.join(guard + ['not rest'])}:\n"
-              f"        try:\n"
-              f"            out = kernel({', '.join(names + consts)})\n"
-              f"        except (TypeError, SignatureMismatch):\n"
-              f"            return self._call(({', '.join(names)}{',' if n == 1 else ''}))\n"
-              f"        self._hits += 1\n"
-              f"        return {expr}\n"
-              f"    return generic(self, *({given}))\n")
-    exec(compile(source, "<jittape caller>", "exec"), namespace)
+    tuple_args = f"({', '.join(names)}{',' if n == 1 else ''})"
+    lines = [f"def __call__(self, {params}*rest):",
+             f"    if {' and '.join(guard + ['not rest'])}:",
+             "        try:",
+             f"            out = kernel({', '.join(names + captured + consts)})",
+             "        except (TypeError, SignatureMismatch):",
+             f"            return self._call({tuple_args})"]
+    if entry.guards:
+        held = " and ".join(f"out[{k}]" if value else f"not out[{k}]"
+                            for k, value in entry.guards)
+        lines += [f"        if not ({held}):      # another branch: another variant",
+                  f"            return self._call({tuple_args})"]
+    for k, variable in entry.writes:            # captured variables only
+        name = f"V{[c is variable for c in entry.captures].index(True)}"   # (arguments are
+        # not NumPy arrays: a call with a Variable argument has no fast path)
+        if variable.ndim:
+            lines.append(f"        {name}._value = out[{k}]")
+        else:
+            namespace[f"T{k}"] = variable.dtype.type
+            lines.append(f"        {name}._value = T{k}(out[{k}])")
+    lines += ["        self._hits += 1",
+              f"        return {expr}",
+              f"    return generic(self, *({given}))"]
+    exec(compile("\n".join(lines) + "\n", "<jittape caller>", "exec"), namespace)
     return namespace["__call__"]
 
 
@@ -626,6 +866,15 @@ def _decorator(mode):
     make.__name__ = mode
     make.__doc__ = f"Compile ``fn`` to its {mode.replace('_', ' ')} (see API.md)."
     return make
+
+
+def function(fn=None, target="cpu"):
+    """Compile ``fn`` as it is: tapes, gradients and ``Variable.assign*`` inside it run
+    in the compiled code, and variables it reads from its enclosing scope become inputs
+    (their assignments are written back after each call). See API.md."""
+    if fn is None:
+        return lambda f: Compiled(f, "function", target=target)
+    return Compiled(fn, "function", target=target)
 
 
 grad = _decorator("grad")

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from . import tree
-from .errors import at_user_line
+from .errors import NumericsError, at_user_line
 from .tensor import Tensor, Variable
 
 logger = logging.getLogger("jittape")
@@ -28,15 +28,18 @@ logger = logging.getLogger("jittape")
 # The tapes that are recording now, innermost last.
 ACTIVE_TAPES = []
 
-_ops = None        # jittape.ops and its Aval, bound once the op modules are loaded
-_Aval = None
+_ops = None        # jittape.ops, its Aval, ir.Var and the list of active traces, bound
+_Aval = None       # once the op modules are loaded
+_Var = None
+_TRACES = ()
 
 
 def _bind_ops():
-    global _ops, _Aval
+    global _ops, _Aval, _Var, _TRACES
     from . import ops
-    from .ops.core import Aval
-    _ops, _Aval = ops, Aval
+    from .ops.core import Aval, TRACES
+    from .ir import Var
+    _ops, _Aval, _Var, _TRACES = ops, Aval, Var, TRACES
 
 
 class UnconnectedGradients(enum.Enum):
@@ -70,6 +73,36 @@ def record(prim, args, params, result):
                 entry = _make_entry(prim, args, params, result)
             tape._entries.append(entry)
             watched.add(result._id)
+
+
+def record_traced(prim, args, inputs, out, trace):
+    """``record`` for an op applied in a traced function (``inputs`` are the node's Vars
+    and literals, ``out`` its Var): tapes opened in the traced function keep the graph
+    nodes that read what they watch. They watch Vars, and Variables by their id; a Var
+    that is a read of a Variable counts as that Variable (the VJP rules of an inner
+    tape's gradient see the read, not the Variable)."""
+    differentiable = prim.differentiable and out.dtype.kind in "fc"
+    owners = trace.read_owner
+    for tape in ACTIVE_TAPES:
+        watched = tape._watched
+        hit = False
+        for a, v in zip(args, inputs):
+            owner = a if isinstance(a, Variable) else (
+                owners.get(v.id) if v.__class__ is _Var else None)
+            if owner is not None:
+                if owner._id in watched:
+                    hit = True
+                elif owner._trainable and tape._watch_accessed:
+                    tape._watch_variable(owner)
+                    hit = True
+            elif v.__class__ is _Var and v in watched:
+                hit = True
+            elif isinstance(a, Tensor) and a._id in watched:
+                watched.add(v)            # the constant's Var, as the VJP rules see it
+                hit = True
+        if hit and differentiable:
+            tape._entries.append(out.node)
+            watched.add(out)
 
 
 def _make_entry(prim, args, params, result):
@@ -161,6 +194,7 @@ class GradientTape:
         self._variables = {}            # id -> Variable, for watched_variables()
         self._recording = False
         self._used = False
+        self._trace = None              # the trace this tape records in (see record_traced)
 
     # -- context ------------------------------------------------------------
     def __enter__(self):
@@ -174,6 +208,12 @@ class GradientTape:
             self._pop()
 
     def _push(self):
+        trace = _TRACES[-1] if _TRACES else None
+        if trace is not self._trace:
+            if self._entries:
+                raise RuntimeError("a GradientTape used in a traced function cannot be "
+                                   "re-entered outside it (and the other way round)")
+            self._trace = trace
         ACTIVE_TAPES.append(self)
         self._recording = True
 
@@ -218,8 +258,9 @@ class GradientTape:
             if isinstance(t, Variable):
                 self._watch_variable(t)
             else:
-                self._watched.add(t._id)
-                self._roots.add(t._id)
+                key = t._var if t._value is None else t._id       # a tracer: its Var
+                self._watched.add(key)
+                self._roots.add(key)
 
     def _watch_variable(self, var):
         self._watched.add(var._id)
@@ -269,7 +310,10 @@ class GradientTape:
                     raise ValueError(at_user_line(
                         f"GradientTape.gradient: {len(seeds)} output_gradients for "
                         f"{len(targets)} targets; they must have the target's structure"))
-            grads = self._backprop(targets, seeds, src_leaves)
+            if self._trace is not None:
+                grads = self._traced_backprop(targets, seeds, src_leaves)
+            else:
+                grads = self._backprop(targets, seeds, src_leaves)
         finally:
             self._end_use()
         grads = [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)]
@@ -326,10 +370,59 @@ class GradientTape:
                 del grads[out_id]
             # only float values are relevant: integer sources are excluded above and
             # integer results are never recorded
-            for i, ct in input_cotangents(prim, g, out, saved, params, inputs, relevant):
+            try:
+                found = input_cotangents(prim, g, out, saved, params, inputs, relevant)
+            except NumericsError as err:
+                raise NumericsError(f"{err}, in the gradient of {prim.name}") from None
+            for i, ct in found:
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
         return [grads.get(s._id) if s._id in source_ids else None for s in sources]
+
+    def _traced_backprop(self, targets, seeds, sources):
+        """``_backprop`` in a traced function: the autodiff pass over the nodes this tape
+        recorded, which records the backward computation into the trace."""
+        from . import autodiff
+        trace = self._trace
+        pairs = []
+        for t, seed in zip(targets, seeds):
+            if not isinstance(t, Tensor) or not _is_float(t):
+                continue
+            var = trace.var_of(t)
+            if seed is None:
+                seed = (_ops.ones_like(autodiff.Tracer._of(var, trace)) if var.ndim
+                        else autodiff.Tracer._of(trace.const(np.ones((), var.dtype)), trace))
+            else:
+                seed = trace.tracer(seed) if isinstance(seed, Tensor) else \
+                    autodiff.traced(trace, np.asarray(seed, dtype=var.dtype))
+                if tuple(int(d) for d in seed._var.shape) != tuple(int(d) for d in var.shape):
+                    raise ValueError(at_user_line(
+                        f"GradientTape.gradient: output_gradients of shape {seed.shape} for a "
+                        f"target of shape {t.shape}"))
+            pairs.append((var, seed))
+        wrt, groups = self._traced_sources(sources)
+        cts = autodiff.backward(trace, pairs, wrt, nodes=self._entries) if wrt else []
+        return _sum_groups(cts, groups)
+
+    def _traced_sources(self, sources):
+        """The Vars to differentiate with respect to for each source, flattened: a watched
+        tracer's Var, every read of a watched Variable, a watched constant's Var."""
+        trace = self._trace
+        watched = self._watched
+        wrt, groups = [], []
+        for s in sources:
+            if not _is_float(s):
+                vars_ = []
+            elif isinstance(s, Variable):
+                state = trace.variables.get(s._id)
+                vars_ = list(state.reads) if state is not None and s._id in watched else []
+            elif s._value is None:
+                vars_ = [s._var] if s._var in watched else []
+            else:
+                vars_ = [trace.var_of(s)] if s._id in watched else []
+            groups.append(len(vars_))
+            wrt.extend(vars_)
+        return wrt, groups
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
@@ -358,6 +451,8 @@ class GradientTape:
             raise TypeError(at_user_line("GradientTape.jacobian: the target must be a Tensor"))
         if not _is_float(target):
             return [None] * len(sources)
+        if self._trace is not None:
+            return self._traced_rows(target, sources, batch)
         n = int(np.prod(shape[1:] if batch else shape, dtype=np.int64))
         cols = [[] for _ in sources]
         connected = [False] * len(sources)
@@ -382,6 +477,34 @@ class GradientTape:
                 out.append(ops.zeros((0,) + tuple(s.shape), s.dtype))
             else:
                 out.append(ops.stack([ops.cast(p, s.dtype) for p in parts], axis=1 if batch else 0))
+        return out
+
+    def _traced_rows(self, target, sources, batch):
+        """``_rows`` in a traced function: one reverse sweep per target element, run in a
+        loop by the generated code (``autodiff.jacobian_rows``). For ``batch_jacobian``
+        the rows are summed over the source's batch axis, which holds one nonzero block
+        per row under batch_jacobian's assumption."""
+        from . import autodiff
+        trace = self._trace
+        if any(n.prim is autodiff.LOOP_INDEX for n in trace.nodes):
+            from .errors import UnsupportedError
+            raise UnsupportedError(at_user_line(
+                "GradientTape.jacobian: a compiled function can compute one jacobian (it "
+                "becomes the generated code's loop); compute the others eagerly or stack "
+                "the targets into one"))
+        wrt, groups = self._traced_sources(sources)
+        t = autodiff.Tracer._of(trace.var_of(target), trace)
+        tracers = [autodiff.Tracer._of(v, trace) for v in wrt]
+        rows = autodiff.jacobian_rows(trace, t, tracers, self._entries, keep_none=True) \
+            if wrt else []
+        out = []
+        for r, s in zip(_sum_groups(rows, groups), sources):
+            if r is None or not batch:
+                out.append(r)
+                continue
+            # rows: (B*T, B, S...) -> (B, T, S...), summed over the source's batch axis
+            r = _ops.reshape(r, (t._var.shape[0], -1) + tuple(s.shape))
+            out.append(_ops.reshape(_ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
         return out
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
@@ -453,9 +576,24 @@ def _finish(grad, source, unconnected):
         if unconnected is UnconnectedGradients.ZERO:
             return _ops.zeros(source.shape, source.dtype)
         return None
-    if grad._value.dtype is not source._value.dtype and grad.dtype != source.dtype:
+    value, like = grad._value, source._value
+    if (value is None or like is None or value.dtype is not like.dtype) and \
+            grad.dtype != source.dtype:
         grad = _ops.cast(grad, source.dtype)
     return grad
+
+
+def _sum_groups(values, groups):
+    """One value per group of consecutive ``values`` (their sum; None for none)."""
+    out, pos = [], 0
+    for n in groups:
+        found = [v for v in values[pos:pos + n] if v is not None]
+        pos += n
+        total = None
+        for v in found:
+            total = v if total is None else _ops.add(total, v)
+        out.append(total)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -496,6 +634,10 @@ class _TracedCustomRule(_CustomRule):
 
     lowerings = {"scalar": "{0}"}          # the value passes through
 
+    @staticmethod
+    def impl(y, *args):
+        return y
+
     def abstract(self, y, *args, **params):
         return _Aval(y.shape, y.dtype)
 
@@ -523,11 +665,11 @@ def custom_gradient(f):
         finally:
             ACTIVE_TAPES[:] = saved
         name = getattr(f, "__name__", "function")
-        from .ops.core import TRACES       # not at import: the ops import this module
-        if TRACES:
-            if isinstance(y, Tensor) and y._value is None and _is_float(y):   # a tracer
+        if _TRACES:
+            if isinstance(y, Tensor) and _is_float(y):
+                trace = _TRACES[-1]
                 rule = _TracedCustomRule(grad_fn, len(args), name)
-                return TRACES[-1].bind(rule, [y, *args], {})
+                return trace.bind(rule, [trace.tracer(y), *args], {})
             return y
         if not isinstance(y, Tensor):
             y = Tensor(y)

@@ -339,10 +339,16 @@ class Tensor:
         op = FUNCTION_TABLE.get(func)
         if op is None:
             raise UnsupportedError(at_user_line(
-                f"numpy.{func.__name__} is not supported on jittape tensors; use the jittape "
+                f"{_qualified(func)} is not supported on jittape tensors; use the jittape "
                 "ops (jittape.numpy) or convert explicitly with .numpy(), which drops the "
                 "gradient"))
         return op(*args, **kwargs)
+
+
+def _qualified(func):
+    """``numpy.linalg.svd`` for ``np.linalg.svd`` (NumPy's public module path)."""
+    module = getattr(func, "__module__", None) or "numpy"
+    return f"{module}.{func.__name__}"
 
 
 def _repr_value(value):
@@ -357,6 +363,8 @@ class Variable(Tensor):
     __slots__ = ("_name", "_trainable")
 
     def __init__(self, value, trainable=True, name=None, dtype=None):
+        if isinstance(value, Tensor) and _TRACES:
+            value = _concrete_initial_value(value)
         if isinstance(value, Variable):
             value = value._value
         super().__init__(value, dtype)
@@ -377,7 +385,14 @@ class Variable(Tensor):
 
     value = read_value
 
+    def numpy(self):
+        if _TRACES:
+            _traced_read(self, "numpy()")
+        return super().numpy()
+
     def _new_value(self, value, op):
+        if _TRACES:
+            return _TRACES[-1].assign_variable(self, value, op)
         new = to_array(value, self.dtype)
         if np.shape(new) != self.shape:
             raise ValueError(at_user_line(
@@ -393,14 +408,44 @@ class Variable(Tensor):
         return self._new_value(value, "assign")
 
     def assign_add(self, delta):
+        if _TRACES:
+            return self._new_value(_ops.add(self, _same_dtype(delta, self.dtype)), "assign_add")
         return self._new_value(self._value + to_array(delta, self.dtype), "assign_add")
 
     def assign_sub(self, delta):
+        if _TRACES:
+            return self._new_value(_ops.subtract(self, _same_dtype(delta, self.dtype)),
+                                   "assign_sub")
         return self._new_value(self._value - to_array(delta, self.dtype), "assign_sub")
 
     def __repr__(self):
         return (f"<jt.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name}, "
                 f"numpy={_repr_value(self._value)}>")
+
+
+def _concrete_initial_value(value):
+    """A Variable made while a function is traced: its initial value must be known now
+    (the variable is made once, when the function is traced, as in tf.function)."""
+    if value._value is None:
+        raise UnsupportedError(at_user_line(
+            "jt.Variable: the initial value is a traced value of the function being "
+            "compiled; create variables outside the compiled function (or from NumPy "
+            "values) and assign to them inside it"))
+    return value._value
+
+
+def _same_dtype(x, dtype):
+    """``x`` as a value of ``dtype`` (as ``to_array(x, dtype)``), for traced code."""
+    if isinstance(x, Tensor) and x.dtype == dtype:
+        return x
+    return _ops.cast(x, dtype)
+
+
+def _traced_read(variable, what):
+    from .trace import TracerError
+    raise TracerError(at_user_line(
+        f"{what} of variable {variable.name!r} in a traced function: its value is only "
+        "known when the compiled function runs; compute with it through jittape ops"))
 
 
 def constant(value, dtype=None):
@@ -413,4 +458,5 @@ def is_tensor(x):
 
 
 from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)
+from .ops.core import TRACES as _TRACES  # noqa: E402
 

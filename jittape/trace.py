@@ -22,6 +22,7 @@ from .ir import Dim, Var
 from .ops import core
 from .ops.core import Aval
 from .tensor import Tensor, Variable, to_array
+from . import config, tape as tape_module
 
 _PACKAGE = __name__.rsplit(".", 1)[0]
 
@@ -42,6 +43,12 @@ class Trace:
         self.checks = {}           # (expr, expr) -> message: sizes that must be equal
         self.reads_sizes = False
         self.where = None          # set while the backward pass runs: the forward op's line
+        self.input_values = []     # this call's values of the inputs (for guards)
+        self.variables = {}        # Variable id -> _VariableState, in order of first use
+        self.read_owner = {}       # Var id of a read of a Variable -> the Variable
+        self.guards = []           # (bool Var, the value it had while tracing)
+        self._values = {}          # Var id -> value computed while tracing (guards)
+        self._tapes = []           # the tapes that were recording outside this trace
         self._next = 0
 
     # -- values ------------------------------------------------------------------
@@ -50,13 +57,66 @@ class Trace:
         self._next += 1
         return v
 
-    def add_input(self, value, k):
-        """A traced input for flattened argument ``k`` (an array or NumPy scalar)."""
+    def add_input(self, value, k, exact=False):
+        """A traced input for flattened argument ``k`` (an array or NumPy scalar); with
+        ``exact`` its sizes are constants of the graph (a variable's shape never changes)."""
         value = np.asarray(value)
-        shape = tuple(1 if n == 1 else Dim(n, ("in", k, axis)) for axis, n in enumerate(value.shape))
+        shape = tuple(n if (n == 1 or exact) else Dim(n, ("in", k, axis))
+                      for axis, n in enumerate(value.shape))
         var = self.new_var(shape, value.dtype)
         self.inputs.append(var)
+        self.input_values.append(value)
         return Tracer._of(var, self)
+
+    # -- variables ---------------------------------------------------------------
+    def variable_input(self, variable, argument=None):
+        """Make ``variable`` an input of the graph: a Variable argument (``argument`` is
+        its flattened position) or one the function reads from its enclosing scope."""
+        state = self.variables.get(variable._id)
+        if state is None:
+            var = self.add_input(variable._value, len(self.inputs), exact=True)._var
+            state = self.variables[variable._id] = _VariableState(variable, var, argument)
+            self.read_owner[var.id] = variable
+        return state
+
+    def read_variable(self, variable):
+        """The Var a read of ``variable`` gives. After an assignment in this trace a read
+        is a new value that gradients stop at, as TensorFlow's reads of a variable: a
+        tape's gradient with respect to a variable sums over its reads."""
+        state = self.variable_input(variable)
+        if state.read is None:
+            from .ops import stop_gradient
+            state.read = self._node(stop_gradient, [state.value], {})
+            state.reads.append(state.read)
+            self.read_owner[state.read.id] = variable
+        return state.read
+
+    def assign_variable(self, variable, value, op):
+        """``variable.assign(value)`` in a traced function: the new value is an output
+        that the compiled function writes back to the variable after the call."""
+        from . import ops
+        state = self.variable_input(variable)
+        t = value if isinstance(value, Tracer) else None
+        if t is None:
+            if isinstance(value, Variable):
+                t = Tracer._of(self.read_variable(value), self)
+            else:
+                array = to_array(value, variable.dtype)
+                t = Tracer._of(self.const(np.asarray(array)), self)
+        if t.dtype != variable.dtype:
+            t = ops.cast(t, variable.dtype)
+        shape = t._var.shape
+        if len(shape) != variable.ndim or any(int(d) != n for d, n in zip(shape, variable.shape)):
+            raise ValueError(at_user_line(
+                f"{op}: cannot assign a value of shape {tuple(int(d) for d in shape)} to "
+                f"variable {variable.name!r} of shape {variable.shape}"))
+        for d, n in zip(shape, variable.shape):
+            if isinstance(d, Dim):
+                self.require_equal(op, d, n)
+        state.value = t._var
+        state.read = None
+        state.assigned = True
+        return variable
 
     def const(self, value):
         """A graph constant for a NumPy value (one Var per distinct array object)."""
@@ -74,8 +134,9 @@ class Trace:
     # -- ops -----------------------------------------------------------------------
     def bind(self, prim, args, params):
         """Apply ``prim`` to traced arguments: record a node, return its tracer."""
-        if (not any(isinstance(a, Tracer) for a in args) and not _symbolic(args, params)
-                and not getattr(prim, "always_traced", False)):
+        if (not any(isinstance(a, (Tracer, Variable)) for a in args)
+                and not _symbolic(args, params) and not getattr(prim, "always_traced", False)
+                and not (tape_module.ACTIVE_TAPES and _watched_constant(args))):
             return _fold(prim, args, params)
         inputs, avals = [], []
         for a in args:
@@ -87,10 +148,9 @@ class Trace:
                 inputs.append(a._var)
                 avals.append(_aval(a._var))
             elif isinstance(a, Variable):
-                raise UnsupportedError(at_user_line(
-                    f"{prim.name}: a jt.Variable read inside a compiled gradient function; "
-                    "pass its value as an argument (or compile the whole step with "
-                    "jt.function)"))
+                var = self.read_variable(a)
+                inputs.append(var)
+                avals.append(_aval(var))
             elif isinstance(a, Tensor):
                 var = self.const(a._value)
                 inputs.append(var)
@@ -111,11 +171,21 @@ class Trace:
                 inputs.append(var)
                 avals.append(_aval(var))
         aval = prim.abstract(*avals, **params)
+        out = self._node(prim, inputs, params, aval)
+        if tape_module.ACTIVE_TAPES:
+            tape_module.record_traced(prim, args, inputs, out, self)
+        return Tracer._of(out, self)
+
+    def _node(self, prim, inputs, params, aval=None):
+        """Append ``prim(*inputs)`` (Vars and literals) to the graph; return its Var."""
+        if aval is None:
+            aval = prim.abstract(*[_aval(v) if isinstance(v, Var) else v for v in inputs],
+                                 **params)
         out = self.new_var(aval.shape, aval.dtype)
         node = ir.Node(prim, inputs, params, out, self.where or user_frame())
         out.node = node
         self.nodes.append(node)
-        return Tracer._of(out, self)
+        return out
 
     def require_equal(self, op, a, b):
         """Sizes ``a`` and ``b`` must be equal at run time (an op combines them)."""
@@ -134,17 +204,125 @@ class Trace:
                                    f"(sizes {sizes} in this call; inputs are the flattened "
                                    f"arguments)" + (f" (at {where})" if where else ""))
 
+    def var_of(self, x):
+        """The Var of a value used in this trace: a tracer's, a read of a Variable, or a
+        constant's."""
+        if isinstance(x, Tracer):
+            return x._var
+        if isinstance(x, Variable):
+            return self.read_variable(x)
+        return self.const(np.asarray(x._value if isinstance(x, Tensor) else x))
+
+    def tracer(self, x):
+        """``x`` (a tracer, a Variable, a constant) as a tracer of this trace."""
+        return x if isinstance(x, Tracer) else Tracer._of(self.var_of(x), self)
+
     def graph(self, outputs):
         return ir.Graph(self.inputs, self.consts, self.nodes, outputs, self.name,
                         checks=self.checks, exact_sizes=self.reads_sizes).validate()
 
+    # -- guards: Python control flow on traced values ----------------------------------
+    def guard(self, tracer):
+        """``bool(tracer)``: the value it has in this call, recorded as a guard that the
+        compiled function checks on every call (another value traces another variant)."""
+        from . import ops
+        var = tracer._var
+        if any(int(d) != 1 for d in var.shape):
+            raise ValueError(at_user_line(
+                f"bool() of a traced value of shape {tuple(int(d) for d in var.shape)} is "
+                "ambiguous (as in NumPy); reduce it first (jt.reduce_all, jt.reduce_any, "
+                "jt.sum)"))
+        if len(self.guards) >= config.max_guards:
+            raise TracerError(at_user_line(
+                f"more than {config.max_guards} Python branches on traced values in one "
+                "trace: a `while` loop on a traced value is unrolled once per iteration. "
+                "Raise jt.config.max_guards, or compute the loop with jittape ops "
+                "(jt.where)"))
+        value = bool(np.asarray(self.value_of(var)).reshape(()))
+        if var.dtype != np.bool_:
+            var = ops.not_equal(tracer, 0)._var
+        if var.ndim:
+            var = ops.reshape(Tracer._of(var, self), ())._var
+        self.guards.append((var, value))
+        return value
+
+    def value_of(self, var):
+        """The value ``var`` has in the call being traced, computed with the primitives'
+        NumPy implementations from the inputs' values."""
+        if var.id in self._values:
+            return self._values[var.id]
+        known = self._values
+        for k, v in enumerate(self.inputs):
+            known.setdefault(v.id, self.input_values[k])
+        for c in self.consts:
+            known.setdefault(c.var.id, c.value)
+        needed, stack = [], [var]
+        seen = set()
+        while stack:                       # the nodes ``var`` depends on, not yet computed
+            v = stack.pop()
+            if v.id in known or v.id in seen:
+                continue
+            seen.add(v.id)
+            needed.append(v.node)
+            stack.extend(v.node.var_inputs())
+        for node in sorted(needed, key=lambda n: n.out.id):
+            impl = getattr(node.prim, "impl", None)
+            if impl is None:
+                raise TracerError(at_user_line(
+                    f"a Python branch on a value computed by {node.prim.name}, which has no "
+                    "value while tracing; use jt.where"))
+            args = [known[v.id] if isinstance(v, Var) else (int(v) if isinstance(v, Dim) else v)
+                    for v in node.inputs]
+            params = {k: _concrete_param(p) for k, p in node.params.items()}
+            known[node.out.id] = impl(*args, **params)
+        return known[var.id]
+
     # -- context ---------------------------------------------------------------------
     def __enter__(self):
+        # tapes recording outside see a compiled function as one opaque call: they do
+        # not record what happens inside it (tapes opened inside it do)
+        self._tapes = tape_module.ACTIVE_TAPES[:]
+        del tape_module.ACTIVE_TAPES[:]
         core.TRACES.append(self)
         return self
 
     def __exit__(self, *exc):
         core.TRACES.remove(self)
+        tape_module.ACTIVE_TAPES[:] = self._tapes
+
+
+class _VariableState:
+    """A Variable used by a trace: its input, its current value, its reads."""
+
+    __slots__ = ("variable", "input", "value", "read", "reads", "assigned", "argument")
+
+    def __init__(self, variable, var, argument):
+        self.variable = variable
+        self.input = var           # the graph input holding its value at the call
+        self.value = var           # its value now (an assignment replaces it)
+        self.read = var            # what a read gives (None: make a new read)
+        self.reads = [var]         # every read value: a gradient w.r.t. it sums over them
+        self.assigned = False
+        self.argument = argument   # flattened argument position, or None for a capture
+
+
+def _concrete_param(p):
+    if isinstance(p, Dim):
+        return int(p)
+    if isinstance(p, tuple):
+        return tuple(_concrete_param(x) for x in p)
+    return p
+
+
+def _watched_constant(args):
+    """Whether a tape opened in the traced function watches a constant among ``args``
+    (then the op is recorded, not folded, so that the tape can differentiate it)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            for tape in tape_module.ACTIVE_TAPES:
+                if a._id in tape._watched:
+                    return True
+    return False
 
 
 def _aval(var):
@@ -239,7 +417,7 @@ class Tracer(Tensor):
         self._concrete("converting to a NumPy array")
 
     def __bool__(self):
-        self._concrete("bool() (a Python `if`/`while` on a traced value)")
+        return self._trace.guard(self)
 
     def __float__(self):
         self._concrete("float()")

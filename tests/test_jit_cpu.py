@@ -343,14 +343,19 @@ def test_shape_mismatch_names_the_op_the_shapes_and_the_line(cache_dir):
         jt.grad(lambda x, y: jt.sum(x + y))(np.ones(3), np.ones(4))
 
 
-def test_python_if_on_a_traced_value_is_a_clear_error(cache_dir):
+def test_python_if_on_a_traced_value_compiles_one_variant_per_branch(cache_dir):
     def f(x):
         if jt.sum(x) > 0:
-            return jt.sum(x)
+            return jt.sum(x * x)
         return -jt.sum(x)
 
-    with pytest.raises(TypeError, match=rf"bool\(\).*traced value.*{THIS_FILE}:\d+"):
-        jt.grad(f)(np.ones(2))
+    g = jt.grad(f)
+    np.testing.assert_allclose(g(np.ones(2)), [2.0, 2.0])
+    np.testing.assert_allclose(g(-np.ones(2)), [-1.0, -1.0])
+    np.testing.assert_allclose(g(np.full(2, 3.0)), [6.0, 6.0])
+    np.testing.assert_allclose(g(np.full(2, -3.0)), [-1.0, -1.0])
+    info = g.cache_info()
+    assert (info.traces, info.hits) == (2, 2)
 
 
 def test_unsupported_numpy_function_names_itself_while_tracing(cache_dir):

@@ -18,8 +18,8 @@ import functools
 
 import numpy as np
 
-from ..errors import ShapeError, at_user_line
-from .. import tensor as tensor_module
+from ..errors import NumericsError, ShapeError, at_user_line
+from .. import config as _config, tensor as tensor_module
 from ..tensor import Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
 from ..tape import ACTIVE_TAPES, record
 
@@ -182,6 +182,8 @@ class Primitive:
         result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
         result._value = out
         result._id = _next_id()
+        if _config._check_numerics:
+            check_finite(self.name, out, values)
         if ACTIVE_TAPES:
             record(self, args, params, result)
         return result
@@ -207,6 +209,19 @@ class Primitive:
         shapes = ", ".join(str(a.shape) if isinstance(a, Aval) else repr(a) for a in avals)
         kind = ShapeError if isinstance(err, ValueError) else type(err)
         return kind(at_user_line(f"{self.name}: {err} (operands: {shapes})"))
+
+
+def check_finite(op, out, inputs=()):
+    """``jt.config.check_numerics``: raise NumericsError if a floating-point result holds
+    NaN or inf, naming the op and the user's line."""
+    if out.dtype.kind not in "fc" or np.isfinite(out).all():
+        return
+    what = "NaN" if np.isnan(out).any() else "inf"
+    inherited = any(isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "fc"
+                    and not np.isfinite(v).all() for v in inputs)
+    raise NumericsError(at_user_line(
+        f"check_numerics: {op} produced {what}"
+        + (" (an input already held NaN or inf)" if inherited else "")))
 
 
 class PerInput:
