@@ -105,9 +105,10 @@ def derived(value, expr):
     generated code checks that it is still 1."""
     if value != 1:
         return Dim(value, expr)
-    from .ops.core import TRACES
-    if TRACES:
-        TRACES[-1].require_equal("size", Dim(1, expr), 1)
+    from .tape import current_trace
+    trace = current_trace()
+    if trace is not None:
+        trace.require_equal("size", Dim(1, expr), 1)
     return 1
 
 

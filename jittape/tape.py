@@ -15,6 +15,7 @@ import contextlib
 import enum
 import functools
 import logging
+import threading
 import warnings
 
 import numpy as np
@@ -25,21 +26,49 @@ from .tensor import Tensor, Variable
 
 logger = logging.getLogger("jittape")
 
-# The tapes that are recording now, innermost last.
+# Tapes and traces belong to the thread that opened them (as TensorFlow's tapes do).
+# ACTIVE_TAPES and TRACES hold those of every thread: the eager hot path tests them (a
+# list's truth value is the cheapest test) and only when one is non-empty asks for this
+# thread's own (``thread_tapes()``, ``current_trace()``).
 ACTIVE_TAPES = []
+TRACES = []
+_local = threading.local()
 
-_ops = None        # jittape.ops, its Aval, ir.Var and the list of active traces, bound
-_Aval = None       # once the op modules are loaded
+
+def thread_tapes():
+    """The tapes recording in this thread, innermost last (a list the caller may change)."""
+    try:
+        return _local.tapes
+    except AttributeError:
+        _local.tapes = []
+        return _local.tapes
+
+
+def thread_traces():
+    """The traces of this thread, innermost last."""
+    try:
+        return _local.traces
+    except AttributeError:
+        _local.traces = []
+        return _local.traces
+
+
+def current_trace():
+    """The trace this thread is recording into, or None."""
+    stack = getattr(_local, "traces", None)
+    return stack[-1] if stack else None
+
+_ops = None        # jittape.ops, its Aval and ir.Var, bound once the op modules are loaded
+_Aval = None
 _Var = None
-_TRACES = ()
 
 
 def _bind_ops():
-    global _ops, _Aval, _Var, _TRACES
+    global _ops, _Aval, _Var
     from . import ops
-    from .ops.core import Aval, TRACES
+    from .ops.core import Aval
     from .ir import Var
-    _ops, _Aval, _Var, _TRACES = ops, Aval, Var, TRACES
+    _ops, _Aval, _Var = ops, Aval, Var
 
 
 class UnconnectedGradients(enum.Enum):
@@ -54,7 +83,7 @@ def record(prim, args, params, result):
     # trainable variable still makes a tape watch it, as in TensorFlow.
     differentiable = prim.differentiable and result._value.dtype.kind in "fc"
     entry = None
-    for tape in ACTIVE_TAPES:
+    for tape in thread_tapes():
         watched = tape._watched
         hit = False
         for a in args:
@@ -83,7 +112,7 @@ def record_traced(prim, args, inputs, out, trace):
     tape's gradient see the read, not the Variable)."""
     differentiable = prim.differentiable and out.dtype.kind in "fc"
     owners = trace.read_owner
-    for tape in ACTIVE_TAPES:
+    for tape in thread_tapes():
         watched = tape._watched
         hit = False
         for a, v in zip(args, inputs):
@@ -208,17 +237,21 @@ class GradientTape:
             self._pop()
 
     def _push(self):
-        trace = _TRACES[-1] if _TRACES else None
+        trace = current_trace()
         if trace is not self._trace:
             if self._entries:
                 raise RuntimeError("a GradientTape used in a traced function cannot be "
                                    "re-entered outside it (and the other way round)")
             self._trace = trace
         ACTIVE_TAPES.append(self)
+        thread_tapes().append(self)
         self._recording = True
 
     def _pop(self):
         ACTIVE_TAPES.remove(self)
+        tapes = thread_tapes()
+        if self in tapes:                # (a trace set this thread's tapes aside)
+            tapes.remove(self)
         self._recording = False
 
     @contextlib.contextmanager
@@ -227,12 +260,13 @@ class GradientTape:
         if not self._recording:
             raise ValueError("stop_recording() needs a tape that is recording "
                              "(use it inside the tape's `with` block)")
-        position = ACTIVE_TAPES.index(self)
+        position = thread_tapes().index(self)
         self._pop()
         try:
             yield
         finally:
-            ACTIVE_TAPES.insert(position, self)
+            thread_tapes().insert(position, self)
+            ACTIVE_TAPES.append(self)
             self._recording = True
 
     def reset(self):
@@ -658,22 +692,23 @@ def custom_gradient(f):
     """
     @functools.wraps(f)
     def wrapper(*args):
-        saved = ACTIVE_TAPES[:]
-        del ACTIVE_TAPES[:]
+        tapes = thread_tapes()
+        saved = tapes[:]
+        del tapes[:]
         try:
             y, grad_fn = f(*args)
         finally:
-            ACTIVE_TAPES[:] = saved
+            tapes[:] = saved
         name = getattr(f, "__name__", "function")
-        if _TRACES:
+        trace = current_trace() if TRACES else None
+        if trace is not None:
             if isinstance(y, Tensor) and _is_float(y):
-                trace = _TRACES[-1]
                 rule = _TracedCustomRule(grad_fn, len(args), name)
                 return trace.bind(rule, [trace.tracer(y), *args], {})
             return y
         if not isinstance(y, Tensor):
             y = Tensor(y)
-        if ACTIVE_TAPES and _is_float(y):
+        if ACTIVE_TAPES and thread_tapes() and _is_float(y):
             rule = _CustomRule(grad_fn, len(args), name)
             record(rule, args, {}, y)
         return y

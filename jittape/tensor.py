@@ -363,7 +363,7 @@ class Variable(Tensor):
     __slots__ = ("_name", "_trainable")
 
     def __init__(self, value, trainable=True, name=None, dtype=None):
-        if isinstance(value, Tensor) and _TRACES:
+        if isinstance(value, Tensor) and _TRACES and _current_trace() is not None:
             value = _concrete_initial_value(value)
         if isinstance(value, Variable):
             value = value._value
@@ -386,13 +386,14 @@ class Variable(Tensor):
     value = read_value
 
     def numpy(self):
-        if _TRACES:
+        if _TRACES and _current_trace() is not None:
             _traced_read(self, "numpy()")
         return super().numpy()
 
     def _new_value(self, value, op):
-        if _TRACES:
-            return _TRACES[-1].assign_variable(self, value, op)
+        trace = _current_trace() if _TRACES else None
+        if trace is not None:
+            return trace.assign_variable(self, value, op)
         new = to_array(value, self.dtype)
         if np.shape(new) != self.shape:
             raise ValueError(at_user_line(
@@ -408,12 +409,12 @@ class Variable(Tensor):
         return self._new_value(value, "assign")
 
     def assign_add(self, delta):
-        if _TRACES:
+        if _TRACES and _current_trace() is not None:
             return self._new_value(_ops.add(self, _same_dtype(delta, self.dtype)), "assign_add")
         return self._new_value(self._value + to_array(delta, self.dtype), "assign_add")
 
     def assign_sub(self, delta):
-        if _TRACES:
+        if _TRACES and _current_trace() is not None:
             return self._new_value(_ops.subtract(self, _same_dtype(delta, self.dtype)),
                                    "assign_sub")
         return self._new_value(self._value - to_array(delta, self.dtype), "assign_sub")
@@ -458,5 +459,5 @@ def is_tensor(x):
 
 
 from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)
-from .ops.core import TRACES as _TRACES  # noqa: E402
+from .tape import TRACES as _TRACES, current_trace as _current_trace  # noqa: E402
 

@@ -136,7 +136,7 @@ class Trace:
         """Apply ``prim`` to traced arguments: record a node, return its tracer."""
         if (not any(isinstance(a, (Tracer, Variable)) for a in args)
                 and not _symbolic(args, params) and not getattr(prim, "always_traced", False)
-                and not (tape_module.ACTIVE_TAPES and _watched_constant(args))):
+                and not (tape_module.ACTIVE_TAPES and _watched_constant(args))):  # this thread's
             return _fold(prim, args, params)
         inputs, avals = [], []
         for a in args:
@@ -173,7 +173,7 @@ class Trace:
         aval = prim.abstract(*avals, **params)
         out = self._node(prim, inputs, params, aval)
         if tape_module.ACTIVE_TAPES:
-            tape_module.record_traced(prim, args, inputs, out, self)
+            tape_module.record_traced(prim, args, inputs, out, self)   # (this thread's tapes)
         return Tracer._of(out, self)
 
     def _node(self, prim, inputs, params, aval=None):
@@ -281,14 +281,17 @@ class Trace:
     def __enter__(self):
         # tapes recording outside see a compiled function as one opaque call: they do
         # not record what happens inside it (tapes opened inside it do)
-        self._tapes = tape_module.ACTIVE_TAPES[:]
-        del tape_module.ACTIVE_TAPES[:]
-        core.TRACES.append(self)
+        tapes = tape_module.thread_tapes()
+        self._tapes = tapes[:]
+        del tapes[:]
+        tape_module.TRACES.append(self)
+        tape_module.thread_traces().append(self)
         return self
 
     def __exit__(self, *exc):
-        core.TRACES.remove(self)
-        tape_module.ACTIVE_TAPES[:] = self._tapes
+        tape_module.thread_traces().remove(self)
+        tape_module.TRACES.remove(self)
+        tape_module.thread_tapes()[:] = self._tapes
 
 
 class _VariableState:
@@ -319,7 +322,7 @@ def _watched_constant(args):
     (then the op is recorded, not folded, so that the tape can differentiate it)."""
     for a in args:
         if isinstance(a, Tensor):
-            for tape in tape_module.ACTIVE_TAPES:
+            for tape in tape_module.thread_tapes():
                 if a._id in tape._watched:
                     return True
     return False

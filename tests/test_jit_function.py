@@ -508,3 +508,29 @@ def test_shape_mismatch_in_a_compiled_function_names_op_shapes_and_line():
 def test_unsupported_numpy_function_in_a_compiled_function_names_it():
     with pytest.raises(jt.UnsupportedError, match=rf"numpy.linalg.svd.*{THIS_FILE}:\d+"):
         jt.function(lambda x: np.linalg.svd(x))(np.ones((2, 2)))
+
+
+def test_tapes_and_traces_belong_to_their_thread():
+    started, release = threading.Event(), threading.Event()
+
+    @jt.function
+    def slow(x):
+        y = x * 2
+        started.set()
+        release.wait(10)                  # the main thread works while this one traces
+        return y
+
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("out", slow(np.ones(2))))
+    worker.start()
+    assert started.wait(10)
+    try:
+        x = jt.Variable(3.0)
+        with jt.GradientTape() as tape:   # eager, in this thread: not part of the trace
+            y = x * x
+        assert isinstance(y, jt.Tensor) and float(y) == 9.0
+        assert float(tape.gradient(y, x)) == 6.0
+    finally:
+        release.set()
+        worker.join()
+    np.testing.assert_array_equal(result["out"], [2.0, 2.0])

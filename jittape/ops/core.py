@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import NumericsError, ShapeError, at_user_line
 from .. import config as _config, tensor as tensor_module
 from ..tensor import Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
-from ..tape import ACTIVE_TAPES, record
+from ..tape import ACTIVE_TAPES, TRACES, current_trace, record
 
 _TENSOR_CLASSES = frozenset([Tensor, Variable])
 _PASS_THROUGH = frozenset([int, float, bool, np.ndarray, np.float32, np.float64, np.int32,
@@ -32,7 +32,6 @@ _new = object.__new__
 _next_id = tensor_module._ids.__next__
 
 REGISTRY = {}      # name -> Primitive
-TRACES = []        # the traces recording now (jittape.trace), innermost last
 COMPOSITES = {}    # name -> Composite
 
 
@@ -146,8 +145,10 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Apply the op: eagerly on NumPy values, recording on active tapes."""
-        if TRACES:
-            return TRACES[-1].bind(self, args, params)
+        if TRACES:                  # some thread traces: this one?
+            trace = current_trace()
+            if trace is not None:
+                return trace.bind(self, args, params)
         # The eager hot path, spelled out for one and two operands (no comprehension
         # frame): an op on small tensors costs about as much as this function.
         n = len(args)
@@ -298,8 +299,8 @@ def same_size(op, a, b):
     become a check in the generated code, so a later call with other sizes raises
     instead of reading out of bounds.
     """
-    if TRACES and (hasattr(a, "expr") or hasattr(b, "expr")):
-        TRACES[-1].require_equal(op, a, b)
+    if TRACES and (hasattr(a, "expr") or hasattr(b, "expr")) and current_trace() is not None:
+        current_trace().require_equal(op, a, b)
 
 
 _DTYPE_CACHE = {}

@@ -363,9 +363,10 @@ def _symbolic_index_shape(shape, arrays, index, concrete):
             out.append(ir.slice_length(shape[axis], *item[1:]))
         axis += 1
     if tuple(int(d) for d in out) != tuple(concrete):   # a case this rule does not cover:
-        from .core import TRACES                        # key the graph on exact sizes
-        if TRACES:
-            TRACES[-1].reads_sizes = True
+        from .core import current_trace                 # key the graph on exact sizes
+        trace = current_trace()
+        if trace is not None:
+            trace.reads_sizes = True
         return concrete
     return tuple(out)
 
