@@ -102,8 +102,11 @@ class Compiled:
     def __init__(self, fn, mode, argnums=0, has_aux=False, target="cpu"):
         if mode not in _MODES:
             raise ValueError(f"unknown mode {mode!r}")
-        if target != "cpu":
-            raise ValueError(f"target={target!r}: this build supports target='cpu'")
+        if target not in ("cpu", "cuda"):
+            raise ValueError(f"target={target!r}: use target='cpu' or target='cuda'")
+        if target == "cuda":
+            from .codegen import cuda_runtime
+            cuda_runtime.available()
         if not callable(fn):
             raise TypeError(f"{mode}: expected a function, got {type(fn).__name__}")
         self.fn = fn
@@ -154,7 +157,7 @@ class Compiled:
     def _call(self, args):
         """The full path: flatten the arguments, find their signature's variant whose
         guards hold (tracing and compiling one if none does), run it."""
-        if core.TRACES:                    # called from a function being traced
+        if core.TRACES and core.current_trace() is not None:   # called while tracing
             return self._inline(args)
         key, leaves = self._key(args)
         entry, out = None, _MISS
@@ -195,7 +198,10 @@ class Compiled:
                 else:
                     out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
                     entry.kernel = entry.built.dispatcher
-                    entry.kernel.disable_compile()     # other types are other signatures
+                    if self.target == "cpu":
+                        entry.kernel.disable_compile()     # other types: other signatures
+                    else:       # the kernels compile at their first launch, from Numba's
+                        compiled = not entry.built.from_disk     # cache if it has them
                     entry.called = True
                     if compiled:
                         self._stats["compiles"] += 1
@@ -297,6 +303,14 @@ class Compiled:
         return (tuple(treedefs), tuple(kinds), tuple(parts), config._check_numerics), leaves
 
     def _leaf(self, leaf, differentiated, argnum):
+        if not isinstance(leaf, (Tensor, np.ndarray, np.generic)) and _is_device_array(leaf):
+            if self.target != "cuda":
+                raise UnsupportedError(at_user_line(
+                    f"{self.mode}({self.name}): argument {argnum} is a GPU array; compile "
+                    "with target='cuda', or copy it to the host"))
+            shape = tuple(leaf.shape)
+            return "device", (np.dtype(leaf.dtype).char, shape if self._size_keyed
+                              else tuple(d == 1 for d in shape))
         if isinstance(leaf, Variable):
             return "variable", ("V", leaf.dtype.char, leaf.shape)
         value = leaf._value if isinstance(leaf, Tensor) else leaf
@@ -333,7 +347,11 @@ class Compiled:
         return entry
 
     def _build(self, graph, pack):
-        source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
+        if self.target == "cuda":
+            from .codegen import cuda
+            source, func = cuda.generate(graph, f"{self.mode} of {self.name}", __version__)
+        else:
+            source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
         debug = os.environ.get("JITTAPE_DEBUG", "")
         if debug in ("1", "2"):                # DESIGN.md rule 8: show the IR (and the code)
             print(graph.text(), file=sys.stderr)
@@ -343,7 +361,7 @@ class Compiled:
         # the file is named by the whole text, source lines included: two functions with
         # equal graphs at different lines have different comments in their modules
         built = build.build(source, func, build.digest(graph.text(), self.target),
-                            _NJIT_OPTIONS)
+                            _NJIT_OPTIONS if self.target == "cpu" else None)
         return _Entry(graph, source, built, consts, pack, writes=graph.writes,
                       guards=graph.guards)
 
@@ -381,7 +399,11 @@ class Compiled:
                         if i in self.argnums:
                             diff_inputs.append((i, Tracer._of(state.input, trace)))
                         continue
-                    array = np.float32(value) if kind == "pyfloat" else np.asarray(value)
+                    if kind == "device":           # its values, for guards while tracing
+                        from .codegen import cuda_runtime
+                        array = cuda_runtime.copy_to_host(value)
+                    else:
+                        array = np.float32(value) if kind == "pyfloat" else np.asarray(value)
                     self._check_dtype(array.dtype, i)
                     t = trace.add_input(array, k)
                     k += 1
@@ -524,9 +546,14 @@ class Compiled:
     def lower(self, *args):
         """The optimized graph and the generated source for these arguments."""
         entry = self._entry_for(args)
+        if self.target == "cuda":            # the driver is Python already
+            driver, consts = entry.built.dispatcher, tuple(entry.consts)
+            return Lowered(entry.graph.text(), entry.source,
+                           lambda *args: driver(*args, *consts))
         namespace = {}                        # the generated module, run as plain Python
         exec(compile(entry.source, f"<generated {self.name}>", "exec"), namespace)
-        py_func, consts = namespace["kernel"], tuple(entry.consts)
+        py_func = namespace["kernel" if self.target == "cpu" else "driver"]
+        consts = tuple(entry.consts)
         return Lowered(entry.graph.text(), entry.source,
                        lambda *args: py_func(*args, *consts))
 
@@ -541,6 +568,8 @@ class Compiled:
         are arrays are bound into it.
         """
         entry = self._entry_for(args)
+        if self.target == "cuda":          # the host driver that launches the kernels
+            return entry.built.dispatcher
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
             import numba
@@ -572,6 +601,8 @@ def _execute(entry, inputs):
     try:
         return entry.kernel(*inputs, *entry.consts)
     except TypeError:
+        if not hasattr(entry.kernel, "disable_compile"):    # a CUDA driver: a real error
+            raise
         with _LAYOUT_LOCK:
             entry.kernel.disable_compile(False)
             try:
@@ -594,6 +625,8 @@ def _inputs(leaves, kinds):
             out.append(np.float32(leaf))
         elif kind == "variable":
             out.append(leaf._value)
+        elif kind == "device":
+            out.append(leaf)
     return out
 
 
@@ -608,6 +641,11 @@ def _as_tracer(trace, x, mode, name):
     raise TypeError(at_user_line(
         f"{mode}({name}): the function returned a value of type {type(x).__name__}; it must "
         "return a jittape tensor (or a NumPy value)"))
+
+
+def _is_device_array(x):
+    """A GPU array (``__cuda_array_interface__``, or the CUDA simulator's arrays)."""
+    return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
 
 
 def _as_tensor(x):
@@ -770,7 +808,8 @@ def _caller(entry, args, generic):
 
 
 def _numpy(x, dtype):
-    if isinstance(x, np.ndarray):
+    """A kernel result for the user: arrays (host or device) as they are, scalars typed."""
+    if isinstance(x, np.ndarray) or _is_device_array(x):
         return x
     return dtype.type(x)
 

@@ -64,7 +64,9 @@ def _scratch_dir():
 
 
 def build(source, func_name, key, njit_options):
-    """Compile ``source`` (a module defining ``func_name``); ``key`` names the file."""
+    """Compile ``source`` (a module defining ``func_name``); ``key`` names the file.
+    With ``njit_options`` None the function is returned as it is (the CUDA target's
+    driver, whose kernels the module compiles with ``cuda.jit(cache=True)``)."""
     cache_dir = config.cache_dir()
     if cache_dir:
         try:
@@ -105,7 +107,10 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
             raise _CacheError(str(err)) from err
         raise
     module = _import(module_name, path)
-    dispatcher = numba.njit(cache=use_cache, **njit_options)(getattr(module, func_name))
+    func = getattr(module, func_name)
+    if njit_options is None:              # a CUDA driver: plain Python launching kernels
+        return Built(func, path, from_disk, use_cache)
+    dispatcher = numba.njit(cache=use_cache, **njit_options)(func)
     return Built(dispatcher, path, from_disk, use_cache)
 
 

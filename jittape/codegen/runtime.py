@@ -10,29 +10,39 @@ import numpy as np
 _jit = numba.njit(cache=True)
 
 
-def _make(ftype):
+def make_helpers(ftype, exp, log1p, maximum, absolute):
+    """The helpers for one float type, written on the functions a target compiles
+    (NumPy's on the CPU; CUDA's math functions there, see cuda_runtime)."""
     one = ftype(1.0)
     zero = ftype(0.0)
 
     def sigmoid(x):
         # no overflow: exp of a non-positive number only
         if x >= zero:
-            return one / (one + np.exp(-x))
-        z = np.exp(x)
+            return one / (one + exp(-x))
+        z = exp(x)
         return z / (one + z)
 
     def softplus(x):
         # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))
-        return np.maximum(x, zero) + np.log1p(np.exp(-np.abs(x)))
+        return maximum(x, zero) + log1p(exp(-absolute(x)))
 
     def relu(x):
-        return np.maximum(x, zero)
+        return maximum(x, zero)
 
-    return _jit(sigmoid), _jit(softplus), _jit(relu)
+    return sigmoid, softplus, relu
 
 
-sigmoid_f32, softplus_f32, relu_f32 = _make(np.float32)
-sigmoid_f64, softplus_f64, relu_f64 = _make(np.float64)
+HELPER_NAMES = [f"{name}_{suffix}" for suffix in ("f32", "f64")
+                for name in ("sigmoid", "softplus", "relu")]
+SCALAR_HELPERS = dict(zip(HELPER_NAMES, make_helpers(np.float32, np.exp, np.log1p, np.maximum,
+                                                     np.abs)
+                          + make_helpers(np.float64, np.exp, np.log1p, np.maximum, np.abs)))
+
+sigmoid_f32, softplus_f32, relu_f32 = (_jit(SCALAR_HELPERS[n]) for n in
+                                       ("sigmoid_f32", "softplus_f32", "relu_f32"))
+sigmoid_f64, softplus_f64, relu_f64 = (_jit(SCALAR_HELPERS[n]) for n in
+                                       ("sigmoid_f64", "softplus_f64", "relu_f64"))
 
 
 @_jit

@@ -1,0 +1,213 @@
+"""What generated CUDA modules call: device versions of the scalar helpers, the launch
+configuration, device buffers kept per signature, staging of arguments, and matrix
+products (cuBLAS through CuPy when it is installed, a tiled shared-memory kernel
+otherwise).
+
+The scalar helpers are the CPU runtime's own Python functions (``runtime.SCALAR_HELPERS``)
+compiled as CUDA device functions, so both targets compute the same thing.
+"""
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from . import runtime
+
+def simulator():
+    """Whether kernels run in Numba's CUDA simulator (one Python thread per GPU thread:
+    small blocks keep tests fast there)."""
+    from numba import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+THREADS = 8 if simulator() else 256      # threads per block (elementwise, reductions)
+MAX_BLOCKS = 2 if simulator() else 4096   # grid-stride loops cover larger domains
+TILE = 2 if simulator() else 16          # the matrix product's tile edge
+
+_device = cuda.jit(device=True, inline=True)
+for _name, _fn in zip(runtime.HELPER_NAMES,
+                      runtime.make_helpers(np.float32, math.exp, math.log1p, np.maximum, abs)
+                      + runtime.make_helpers(np.float64, math.exp, math.log1p, np.maximum, abs)):
+    globals()[_name] = _device(_fn)
+
+
+@_device
+def sign(x):
+    """np.sign for a real scalar, in its type (zeros and NaN are returned as they are)."""
+    if x > 0:
+        return x * 0 + 1
+    if x < 0:
+        return x * 0 - 1
+    return x - x                  # +0 for either zero (as NumPy), NaN for NaN
+
+
+def blocks(n):
+    """Blocks for a grid-stride loop over ``n`` elements."""
+    return max(1, min(MAX_BLOCKS, (int(n) + THREADS - 1) // THREADS))
+
+
+def available():
+    """Raise a clear error unless a GPU (or Numba's CUDA simulator) can run kernels."""
+    from ..errors import JittapeError
+    try:
+        ok = cuda.is_available()
+    except Exception:                       # pragma: no cover - a broken driver install
+        ok = False
+    if not ok:
+        raise JittapeError(
+            "target='cuda' needs an NVIDIA GPU with its driver (pip install "
+            "'jittape[cuda]' for numba-cuda), or Numba's CUDA simulator for testing "
+            "without one (set NUMBA_ENABLE_CUDASIM=1 before importing jittape)")
+
+
+def is_device_array(x):
+    """Whether ``x`` is a GPU array (Numba, CuPy, PyTorch: ``__cuda_array_interface__``)."""
+    return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
+
+
+def copy_to_host(x):
+    """A GPU array's values as a NumPy array."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x)
+    if hasattr(x, "copy_to_host"):
+        return x.copy_to_host()
+    return cuda.as_cuda_array(x).copy_to_host()
+
+
+class Buffers:
+    """Device memory of one generated module: per signature of sizes, the buffers of its
+    intermediates (made on the first call with those sizes, then reused), staging
+    buffers for host arguments, and device copies of the constants."""
+
+    def __init__(self):
+        self.by_sizes = {}
+        self.consts = {}
+
+    def get(self, sizes, specs):
+        """The buffers for ``specs`` [(shape, dtype)], made once per ``sizes``."""
+        found = self.by_sizes.get(sizes)
+        if found is None:
+            found = self.by_sizes[sizes] = [cuda.device_array(shape, dtype) for shape, dtype in specs]
+        return found
+
+    def const(self, k, value):
+        found = self.consts.get(k)
+        if found is None:
+            found = self.consts[k] = cuda.to_device(np.ascontiguousarray(value))
+        return found
+
+
+def stage(x, buf):
+    """A host array copied into its staging buffer (device arrays are used as they are)."""
+    if is_device_array(x):
+        return x
+    buf.copy_to_device(np.ascontiguousarray(x))
+    return buf
+
+
+def to_host(x, on_device):
+    """A result: a fresh host array, or (when the arguments were on the device) a fresh
+    device array, so that the caller never holds a buffer the next call overwrites."""
+    if on_device:
+        out = cuda.device_array(x.shape, x.dtype)
+        out.copy_to_device(x)
+        return out
+    return x.copy_to_host()
+
+
+def scalar_to_host(x, on_device, dtype):
+    """A 0-d result (a one-element device array) as a NumPy scalar."""
+    return dtype.type(x.copy_to_host()[0])
+
+
+# -- matrix products ------------------------------------------------------------------
+
+try:                                                  # pragma: no cover - optional
+    import cupy as _cupy
+except Exception:                                     # pragma: no cover
+    _cupy = None
+
+
+def _make_matmul(dtype):
+    """The tiled matrix-product kernel for one dtype: each block computes a TILE x TILE
+    tile of ``c = a @ b``, reading tiles of ``a`` and ``b`` through shared memory."""
+    import numba
+    zero = dtype.type(0)
+    element = numba.from_dtype(dtype)
+
+    @cuda.jit
+    def matmul_tiled(a, b, c):
+        sa = cuda.shared.array((TILE, TILE), dtype=element)
+        sb = cuda.shared.array((TILE, TILE), dtype=element)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        row = cuda.blockIdx.y * TILE + ty
+        col = cuda.blockIdx.x * TILE + tx
+        m = a.shape[0]
+        k = a.shape[1]
+        n = b.shape[1]
+        acc = zero
+        for t in range((k + TILE - 1) // TILE):
+            kk = t * TILE
+            sa[ty, tx] = a[row, kk + tx] if (row < m and kk + tx < k) else zero
+            sb[ty, tx] = b[kk + ty, col] if (kk + ty < k and col < n) else zero
+            cuda.syncthreads()
+            for j in range(TILE):
+                acc += sa[ty, j] * sb[j, tx]
+            cuda.syncthreads()
+        if row < m and col < n:
+            c[row, col] = acc
+
+    return matmul_tiled
+
+
+_MATMUL = {}
+
+
+@cuda.jit
+def _matmul_rows(a, b, c):
+    """c = a @ b, one output element per step of a grid-stride loop (no shared memory)."""
+    n = c.shape[1]
+    for f in range(cuda.grid(1), c.shape[0] * n, cuda.gridsize(1)):
+        i = f // n
+        j = f % n
+        acc = a[i, 0] * b[0, j]
+        for k in range(1, a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+def matmul2d(a, b, c):
+    """c[:] = a @ b (2-D device arrays of one float dtype)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        return fill(c, 0)
+    if _cupy is not None and not simulator():                     # pragma: no cover
+        _cupy.matmul(_cupy.asarray(a), _cupy.asarray(b), out=_cupy.asarray(c))
+        return c
+    if simulator():                      # few threads: the simulator runs each in Python
+        _matmul_rows[blocks(m * n), THREADS](a, b, c)
+        return c
+    dtype = np.dtype(c.dtype)
+    kernel = _MATMUL.get(dtype)
+    if kernel is None:
+        kernel = _MATMUL[dtype] = _make_matmul(dtype)
+    grid = ((n + TILE - 1) // TILE, (m + TILE - 1) // TILE)
+    kernel[grid, (TILE, TILE)](a, b, c)
+    return c
+
+
+@cuda.jit
+def _fill(x, value):
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        x[i] = value
+
+
+def fill(x, value):
+    flat = x.reshape(x.size)
+    _fill[blocks(x.size), THREADS](flat, value)
+    return x

@@ -1,0 +1,201 @@
+"""The CUDA target: the registry's ops, the loss corpus, device arrays, buffers kept per
+signature, the disk cache and the errors.
+
+Without a GPU these run in Numba's CUDA simulator (``conftest.py`` sets
+``NUMBA_ENABLE_CUDASIM=1`` unless it is set); on a machine with a GPU, run them there with
+``NUMBA_ENABLE_CUDASIM=0 python -m pytest tests/test_cuda.py``.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jittape as jt
+from jittape.codegen import cuda_runtime
+from corpus import CASES, tree_leaves, tree_map
+from test_jit_corpus import NAMES, RTOL32, assert_close, eager_value_and_grad, make_args
+from test_ops import _close, _eager, _op_program, all_ops
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIMULATOR = cuda_runtime.simulator()
+
+# What the CUDA target does not lower yet: each raises UnsupportedError naming it.
+UNSUPPORTED = ("concatenate", "getitem", "index_add", "einsum", "batched matmul", "jacobian")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
+    return path
+
+
+def _unsupported(err):
+    return any(word in str(err) for word in UNSUPPORTED)
+
+
+@pytest.mark.parametrize("name", sorted(all_ops()))
+def test_op_on_cuda_matches_the_eager_tape(name):
+    loss, arrays, argnums = _op_program(name)
+    parts, grads = _eager(loss, arrays, argnums)
+    try:
+        if argnums:
+            f = jt.value_and_grad(loss, argnums=argnums, has_aux=True, target="cuda")
+            (_, got_parts), got_grads = f(*arrays)
+        else:                                # no floating input (e.g. only index arrays)
+            f = jt.value_and_grad(lambda s, *a: loss(*a)[0] + s, argnums=0, target="cuda")
+            value, _ = f(np.float64(0.0), *arrays)
+            _close(value, parts[0] + parts[1], np.float32, name)
+            return
+    except jt.UnsupportedError as err:
+        assert _unsupported(err) and "target='cuda'" in str(err), str(err)
+        return
+    _close(got_parts[0], parts[0], np.float64, f"{name} float64 value")
+    _close(got_parts[1], parts[1], np.float32, f"{name} float32 value")
+    for k, g, want in zip(argnums, got_grads, grads):
+        want = np.zeros_like(arrays[k]) if want is None else want
+        assert np.shape(g) == arrays[k].shape and np.asarray(g).dtype == arrays[k].dtype, (name, k)
+        _close(g, want, arrays[k].dtype, f"{name} gradient {k}")
+
+
+def test_most_registry_ops_lower_to_cuda():
+    """The ops the target lowers: every elementwise op and reduction of the registry."""
+    from jittape.ops.core import REGISTRY
+    lowered = [n for n, p in REGISTRY.items() if "scalar" in p.lowerings or "reduce" in p.lowerings]
+    assert len(lowered) >= 45
+
+
+@pytest.mark.parametrize("case", CASES, ids=NAMES)
+def test_corpus_on_cuda_matches_the_eager_tape(case):
+    for dtype, rtol, atol_rel in ((np.float64, 1e-9, 1e-12), (np.float32, RTOL32, RTOL32)):
+        args = make_args(case, dtype)
+        want_value, want_grads = eager_value_and_grad(case, args)
+        given = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, args)
+        try:
+            value, grads = jt.value_and_grad(case.fn, argnums=case.argnums, target="cuda")(*given)
+        except jt.UnsupportedError as err:
+            assert _unsupported(err), str(err)
+            return
+        what = f"{case.name} ({np.dtype(dtype).name}, cuda)"
+        assert np.shape(value) == () and np.asarray(value).dtype == dtype
+        assert_close(value, want_value, rtol, atol_rel, f"{what} value")
+        for k, (g, w) in enumerate(zip(tree_leaves(grads), tree_leaves(want_grads))):
+            assert np.asarray(g).dtype == dtype and not isinstance(g, jt.Tensor)
+            assert_close(g, w, rtol, atol_rel, f"{what} leaf {k}")
+
+
+def logistic(w, b, x, y):
+    z = x @ w + b
+    return jt.mean(jt.softplus(z) - y * z)
+
+
+def logistic_data(n=40, d=5, dtype=np.float32):
+    rng = np.random.default_rng(n)
+    return (rng.normal(size=d).astype(dtype), dtype(0.1),
+            rng.normal(size=(n, d)).astype(dtype), (rng.random(n) > 0.5).astype(dtype))
+
+
+def test_device_arrays_are_used_without_a_copy_and_results_stay_on_the_device():
+    from numba import cuda
+    w, b, x, y = logistic_data()
+    f = jt.value_and_grad(logistic, argnums=(0, 1), target="cuda")
+    want_value, (want_w, want_b) = f(w, b, x, y)
+    dw, dx, dy = (cuda.to_device(a) for a in (w, x, y))
+    value, (gw, gb) = f(dw, b, dx, dy)
+    assert cuda_runtime.is_device_array(gw) and not isinstance(gw, np.ndarray)
+    np.testing.assert_allclose(cuda_runtime.copy_to_host(gw), want_w, rtol=1e-6)
+    assert value == want_value and gb == want_b
+    assert f.cache_info().traces == 2          # device and host arguments: two signatures
+
+
+def test_an_optimisation_loop_allocates_no_device_memory_per_step(monkeypatch):
+    w, b, x, y = logistic_data()
+    f = jt.value_and_grad(logistic, argnums=(0, 1), target="cuda")
+    f(w, b, x, y)
+    made = []
+    real = cuda_runtime.cuda.device_array
+    monkeypatch.setattr(cuda_runtime.cuda, "device_array",
+                        lambda *a, **k: made.append(a) or real(*a, **k))
+    for _ in range(3):
+        value, (gw, gb) = f(w, b, x, y)
+        w = w - 0.1 * gw
+    assert made == []
+    f(w, b, x[:20], y[:20])                    # new sizes: their buffers, once
+    assert made
+    count = len(made)
+    f(w, b, x[:20], y[:20])
+    assert len(made) == count
+
+
+def test_a_training_step_with_variables_on_cuda():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 3)).astype(np.float32)
+    y = x @ np.array([1.0, -2.0, 0.5], np.float32)
+    w_cpu = jt.Variable(np.zeros(3, np.float32))
+    w_gpu = jt.Variable(np.zeros(3, np.float32))
+
+    def make_step(w, target):
+        @jt.function(target=target)
+        def step(x, y):
+            with jt.GradientTape() as tape:
+                loss = jt.reduce_mean((x @ w - y) ** 2)
+            w.assign_sub(0.1 * tape.gradient(loss, w))
+            return loss
+        return step
+
+    cpu, gpu = make_step(w_cpu, "cpu"), make_step(w_gpu, "cuda")
+    for _ in range(5):
+        np.testing.assert_allclose(gpu(x, y), cpu(x, y), rtol=1e-5)
+    np.testing.assert_allclose(w_gpu.numpy(), w_cpu.numpy(), rtol=1e-5)
+
+
+def test_the_generated_cuda_module_is_readable():
+    w, b, x, y = logistic_data()
+    source = jt.value_and_grad(logistic, target="cuda").lower(w, b, x, y).source
+    assert "@cuda.jit" in source and "def driver(" in source
+    assert "BUFFERS.get(sizes" in source          # buffers made once per sizes
+    assert "cuda.shared.array" in source          # the block reduction
+    assert "matmul2d(" in source
+
+
+PROBE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    import jittape as jt
+    def loss(w, x):
+        return jt.sum(jt.tanh(x @ w) ** 2)
+    f = jt.grad(loss, target="cuda")
+    g = f(np.ones(3, np.float32), np.ones((4, 3), np.float32))
+    info = f.cache_info()
+    print(info.compiles, info.disk_hits, float(g.sum()))
+""")
+
+
+def test_the_disk_cache_serves_a_new_process(cache_dir):
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(cache_dir))
+    runs = [subprocess.run([sys.executable, "-c", PROBE.format(root=ROOT)], env=env,
+                           capture_output=True, text=True, timeout=600) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    first, second = (r.stdout.split() for r in runs)
+    assert first[:2] == ["1", "0"] and second[:2] == ["0", "1"]
+    assert first[2] == second[2]
+
+
+def test_no_gpu_and_no_simulator_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(cuda_runtime.cuda, "is_available", lambda: False)
+    with pytest.raises(jt.JittapeError, match=r"NVIDIA GPU.*jittape\[cuda\].*NUMBA_ENABLE_CUDASIM=1"):
+        jt.grad(logistic, target="cuda")
+
+
+def test_unsupported_ops_name_themselves():
+    with pytest.raises(jt.UnsupportedError, match=r"target='cuda': getitem .* has no CUDA lowering"):
+        jt.grad(lambda x: jt.sum(jt.concatenate([x, x])), target="cuda")(np.ones(3))
+    with pytest.raises(jt.UnsupportedError, match=r"target='cuda': jacobians"):
+        jt.jacobian(lambda x: x * 2, target="cuda")(np.ones(3))
