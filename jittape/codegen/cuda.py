@@ -24,6 +24,8 @@ differs).
   were device arrays (``__cuda_array_interface__``: Numba, CuPy, PyTorch).
 """
 
+import re
+
 import numpy as np
 
 from .. import ir
@@ -45,6 +47,7 @@ import numpy as np
 from numba import cuda
 
 from jittape.errors import SignatureMismatch  # noqa: F401
+from jittape.codegen.runtime import slice_length, slice_start, slice_step  # noqa: F401
 from jittape.codegen.cuda_runtime import (  # noqa: F401
     MAX_BLOCKS, THREADS, Buffers, blocks, fill, is_device_array, matmul2d, relu_f32, relu_f64,
     scalar_to_host, sigmoid_f32, sigmoid_f64, sign, simulator, softplus_f32, softplus_f64,
@@ -395,13 +398,31 @@ def _node(ctx, node, buffer, kernels):
         return lines
     if name == "matmul":
         x, y = node.inputs
-        if x.ndim > 2 or y.ndim > 2:
-            raise UnsupportedError(f"target='cuda': batched matmul ({x.type_text()} @ "
-                                   f"{y.type_text()}) is not supported on CUDA yet")
         if not (x.dtype == y.dtype == out.dtype and out.dtype.kind == "f"):
             raise UnsupportedError(f"target='cuda': matmul of {x.dtype} and {y.dtype} is not "
                                    "supported on CUDA (floating-point operands of one dtype)")
         lines = comment + [buffer(out)]
+        batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
+        if batch:                  # one product per batch index (broadcast axes: index 0)
+            idx = [f"b{k}" for k in range(batch)]
+            for k in range(batch):
+                lines.append("    " * k + f"for b{k} in range({o}.shape[{k}]):")
+            pad = "    " * batch
+
+            def view(v):
+                if v.ndim == 1:
+                    return ctx.name(v)
+                lead = v.ndim - 2
+                items = ["0" if v.shape[a] == 1 and not isinstance(v.shape[a], ir.Dim)
+                         else idx[batch - lead + a] for a in range(lead)]
+                return f"{ctx.name(v)}[{', '.join(items)}]" if items else ctx.name(v)
+
+            xv, yv, ov = view(x), view(y), f"{o}[{', '.join(idx)}]"
+            xs = xv if x.ndim > 1 else f"{xv}.reshape((1, {xv}.shape[0]))"
+            ys = yv if y.ndim > 1 else f"{yv}.reshape(({yv}.shape[0], 1))"
+            os_ = ov if (x.ndim > 1 and y.ndim > 1) else f"{ov}.reshape(({xs}.shape[0], {ys}.shape[1]))"
+            lines.append(f"{pad}matmul2d({xs}, {ys}, {os_})")
+            return lines
         xs = ctx.name(x) if x.ndim == 2 else f"{ctx.name(x)}.reshape((1, {ctx.name(x)}.shape[0]))"
         ys = ctx.name(y) if y.ndim == 2 else f"{ctx.name(y)}.reshape(({ctx.name(y)}.shape[0], 1))"
         rows = f"{xs}.shape[0]" if x.ndim == 2 else "1"
@@ -409,5 +430,130 @@ def _node(ctx, node, buffer, kernels):
         os_ = o if out.ndim == 2 else f"{o}.reshape(({rows}, {cols}))"
         lines.append(f"matmul2d({xs}, {ys}, {os_})")
         return lines
+    if name == "getitem":
+        return comment + _getitem(ctx, node, buffer, kernels)
+    if name == "index_add":
+        return comment + _index_add(ctx, node, buffer, kernels)
+    if name == "concatenate":
+        return comment + _concatenate(ctx, node, buffer, kernels)
+    if name == "einsum":
+        return comment + _einsum(ctx, node, buffer, kernels)
     raise UnsupportedError(f"target='cuda': {name} ({node.text()}) has no CUDA lowering yet; "
                            "use target='cpu' for this function")
+
+
+# -- indexing, concatenation, einsum: one thread per element, index arithmetic -----------
+
+_NAME = re.compile(r"\b[a-z]+\d+\b")
+
+
+def _per_element(ctx, kernels, shape_of, body, names_used, where):
+    """A kernel running ``body`` (lines using loop indices i0, i1, ... over the shape
+    ``shape_of``, the driver source of a shape) once per element; its parameters are
+    the driver names the body uses. Returns the driver lines launching it."""
+    kname = f"e{len(kernels) + 1}"
+    text = "\n".join(body)
+    params = [n for n in dict.fromkeys(_NAME.findall(text))
+              if n in names_used and not re.fullmatch(r"[ir]\d+|s\d+", n)]
+    rank = len(shape_of)
+    sizes = [f"s{a}" for a in range(rank)]
+    lines = ["for f in range(cuda.grid(1), n, cuda.gridsize(1)):"]
+    lines += _split_index("f", sizes, list(range(rank)), "    ")
+    lines += ["    " + line for line in body]
+    kernels.append("\n".join([f"# {where}", "@cuda.jit(cache=_CACHE)",
+                              f"def {kname}(n, {', '.join(sizes + params)}):"]
+                             + ["    " + line for line in lines]))
+    launch = [f"s{a} = {d}" for a, d in enumerate(shape_of)]
+    launch.append("n = " + (" * ".join(sizes) if rank else "1"))
+    launch.append(f"{kname}[blocks(n), THREADS](n, {', '.join(sizes + params)})")
+    return launch
+
+
+def _driver_names(ctx, node, extra=()):
+    used = {ctx.name(v) for v in node.var_inputs()} | {ctx.name(node.out)} | set(extra)
+    used |= {names.input_name(k) for k in range(len(ctx.graph.inputs))}
+    return used
+
+
+def _getitem(ctx, node, buffer, kernels):
+    from ..ops.shape import _index_code
+    x, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    lines = [buffer(out)]
+    if x.ndim == 0:
+        return lines + [f"fill({o}, {ctx.read(x, 0)})"] if x.id not in ctx.device_scalars \
+            else lines + [f"fill({o}, {xn}.copy_to_host()[0])"]
+    before, inside, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
+    lines += before
+    temps = [line.split(" = ")[0] for line in before]
+    inside = [line for line in inside if "raise" not in line and " or " not in line]
+    target = f"{o}[{', '.join(names.index_name(a) for a in range(out.ndim)) or '0'}]"
+    body = inside + [f"{target} = {xn}[{index}]"]
+    shape = [f"{o}.shape[{a}]" for a in range(out.ndim)]
+    return lines + _per_element(ctx, kernels, shape, body, _driver_names(ctx, node, temps),
+                                node.text())
+
+
+def _index_add(ctx, node, buffer, kernels):
+    from ..ops.shape import _index_code
+    g, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, gn = ctx.name(out), ctx.name(g)
+    lines = [buffer(out), f"fill({o}, 0)"]
+    if out.ndim == 0:
+        return lines + [f"{o} = {gn}"]
+    before, inside, index = _index_code(ctx, node, out.ndim, o, arrays, g.ndim)
+    lines += before
+    temps = [line.split(" = ")[0] for line in before]
+    inside = [line for line in inside if "raise" not in line and " or " not in line]
+    src = f"{gn}[{', '.join(names.index_name(a) for a in range(g.ndim))}]" if g.ndim else \
+        ctx.read(g, 0)
+    body = inside + [f"cuda.atomic.add({o}, ({index},), {src})"]
+    shape = [f"{gn}.shape[{a}]" for a in range(g.ndim)]
+    return lines + _per_element(ctx, kernels, shape, body, _driver_names(ctx, node, temps),
+                                node.text())
+
+
+def _concatenate(ctx, node, buffer, kernels):
+    out = node.out
+    o = ctx.name(out)
+    axis = node.params["axis"]
+    lines = [buffer(out), "offset = 0"]
+    for k, v in enumerate(node.inputs):
+        vn = ctx.name(v)
+        idx = [names.index_name(a) if a != axis else f"offset{k} + {names.index_name(a)}"
+               for a in range(out.ndim)]
+        body = [f"{o}[{', '.join(idx)}] = {names.dtype_code(out.dtype)}({vn}[{', '.join(names.index_name(a) for a in range(v.ndim))}])"]
+        lines.append(f"offset{k} = offset")
+        lines += _per_element(ctx, kernels, [f"{vn}.shape[{a}]" for a in range(v.ndim)], body,
+                              _driver_names(ctx, node, [f"offset{k}"]), node.text())
+        lines.append(f"offset += {vn}.shape[{axis}]")
+    return lines
+
+
+def _einsum(ctx, node, buffer, kernels):
+    ins, out_spec = node.params["spec"].split("->")
+    ins = ins.split(",")
+    out = node.out
+    o = ctx.name(out)
+    sizes = {}
+    for spec, v in zip(ins, node.inputs):
+        for a, c in enumerate(spec):
+            sizes.setdefault(c, f"{ctx.name(v)}.shape[{a}]")
+    summed = [c for c in sorted(sizes) if c not in out_spec]
+    lines = [buffer(out)]
+    rename = {c: names.index_name(k) for k, c in enumerate(out_spec)}
+    rename.update({c: f"j_{c}" for c in summed})
+    acc_dt = names.dtype_code(out.dtype)
+    body = [f"acc = {acc_dt}(0)"]
+    indent = ""
+    for c in summed:
+        body.append(f"{indent}for j_{c} in range({sizes[c]}):")
+        indent += "    "
+    factors = [f"{ctx.name(v)}[{', '.join(rename[c] for c in spec)}]" if v.ndim else ctx.read(v, 0)
+               for spec, v in zip(ins, node.inputs)]
+    body.append(f"{indent}acc += {' * '.join(factors)}")
+    body.append(f"{o}[{', '.join(rename[c] for c in out_spec) or '0'}] = acc")
+    shape = [f"{o}.shape[{a}]" for a in range(out.ndim)]
+    return lines + _per_element(ctx, kernels, shape, body, _driver_names(ctx, node), node.text())
