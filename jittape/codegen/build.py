@@ -143,8 +143,8 @@ def first_call(built, args):
     try:
         result = disp(*args)
     except Exception as err:
-        if not _is_cache_failure(err):
-            raise
+        if not _is_cache_failure(err) or not hasattr(disp, "targetoptions"):
+            raise                          # (a CUDA driver: its kernels cache themselves)
         warnings.warn(f"jittape: Numba's cache for {built.path} is corrupt ({err}); "
                       "compiling again", RuntimeWarning, stacklevel=4)
         _drop_numba_cache(os.path.dirname(built.path),

@@ -207,6 +207,42 @@ def _fill(x, value):
         x[i] = value
 
 
+@cuda.jit
+def _copy_row(dst, offset, src):
+    for i in range(cuda.grid(1), src.size, cuda.gridsize(1)):
+        dst[offset + i] = src[i]
+
+
+@cuda.jit
+def _set_one(x, k):
+    x[k] = 1
+
+
+def copy_row(stack, k, row, size):
+    """stack[k] = row (the row a jacobian's k-th reverse sweep computed)."""
+    src = row.reshape(int(size)) if hasattr(row, "reshape") else None
+    if src is None:                                        # a host scalar
+        fill_at(stack.reshape(stack.size), k, row)
+        return
+    _copy_row[blocks(size), THREADS](stack.reshape(stack.size), k * int(size), src)
+
+
+@cuda.jit
+def _fill_at(x, k, value):
+    x[k] = value
+
+
+def fill_at(x, k, value):
+    _fill_at[1, 1](x, k, value)
+
+
+def onehot(x, k):
+    """x = the k-th unit vector of its shape (the seed of a jacobian's k-th sweep)."""
+    fill(x, 0)
+    _set_one[1, 1](x.reshape(x.size), k)
+    return x
+
+
 def fill(x, value):
     flat = x.reshape(x.size)
     _fill[blocks(x.size), THREADS](flat, value)
