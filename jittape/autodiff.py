@@ -85,10 +85,10 @@ class _LoopOp:
     vjp = None
     always_traced = True          # never computed while tracing, even without tracer inputs
 
-    def __init__(self, name, abstract, lower):
+    def __init__(self, name, abstract, lower, lower_cuda):
         self.name = name
         self.abstract = abstract
-        self.lowerings = {"cpu": lower}
+        self.lowerings = {"cpu": lower, "cuda": lower_cuda}
 
     def __repr__(self):
         return f"<jittape loop op {self.name}>"
@@ -127,9 +127,13 @@ def _abstract_stack(row, count):
     return Aval((count,) + tuple(row.shape), row.dtype)
 
 
-LOOP_INDEX = _LoopOp("loop_index", _abstract_index, _lower_loop_index)
-ONEHOT = _LoopOp("onehot", _abstract_onehot, _lower_onehot)
-LOOP_STACK = _LoopOp("loop_stack", _abstract_stack, _lower_stack)
+def _cuda_onehot(ctx, node):
+    return [ctx.buffer(node.out), f"onehot({ctx.name(node.out)}, {ctx.name(node.inputs[0])})"]
+
+
+LOOP_INDEX = _LoopOp("loop_index", _abstract_index, _lower_loop_index, _lower_loop_index)
+ONEHOT = _LoopOp("onehot", _abstract_onehot, _lower_onehot, _cuda_onehot)
+LOOP_STACK = _LoopOp("loop_stack", _abstract_stack, _lower_stack, _lower_stack)
 
 
 def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):

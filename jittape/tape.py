@@ -35,22 +35,22 @@ TRACES = []
 _local = threading.local()
 
 
+def _thread_list(name):
+    found = getattr(_local, name, None)
+    if found is None:
+        found = []
+        setattr(_local, name, found)
+    return found
+
+
 def thread_tapes():
     """The tapes recording in this thread, innermost last (a list the caller may change)."""
-    try:
-        return _local.tapes
-    except AttributeError:
-        _local.tapes = []
-        return _local.tapes
+    return _thread_list("tapes")
 
 
 def thread_traces():
     """The traces of this thread, innermost last."""
-    try:
-        return _local.traces
-    except AttributeError:
-        _local.traces = []
-        return _local.traces
+    return _thread_list("traces")
 
 
 def current_trace():

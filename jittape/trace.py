@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from . import ir
-from .errors import JittapeError, UnsupportedError, at_user_line, user_frame
+from .errors import JittapeError, at_user_line, user_frame
 from .ir import Dim, Var
 from .ops import core
 from .ops.core import Aval

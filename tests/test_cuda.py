@@ -16,8 +16,8 @@ import pytest
 
 import jittape as jt
 from jittape.codegen import cuda_runtime
-from corpus import CASES, tree_leaves, tree_map
-from test_jit_corpus import NAMES, RTOL32, assert_close, eager_value_and_grad, make_args
+from corpus import CASES
+from test_jit_corpus import NAMES, check_compiled
 from test_ops import _close, _eager, _op_program, all_ops
 
 pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
@@ -54,17 +54,7 @@ def test_op_on_cuda_matches_the_eager_tape(name):
 
 @pytest.mark.parametrize("case", CASES, ids=NAMES)
 def test_corpus_on_cuda_matches_the_eager_tape(case):
-    for dtype, rtol, atol_rel in ((np.float64, 1e-9, 1e-12), (np.float32, RTOL32, RTOL32)):
-        args = make_args(case, dtype)
-        want_value, want_grads = eager_value_and_grad(case, args)
-        given = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, args)
-        value, grads = jt.value_and_grad(case.fn, argnums=case.argnums, target="cuda")(*given)
-        what = f"{case.name} ({np.dtype(dtype).name}, cuda)"
-        assert np.shape(value) == () and np.asarray(value).dtype == dtype
-        assert_close(value, want_value, rtol, atol_rel, f"{what} value")
-        for k, (g, w) in enumerate(zip(tree_leaves(grads), tree_leaves(want_grads))):
-            assert np.asarray(g).dtype == dtype and not isinstance(g, jt.Tensor)
-            assert_close(g, w, rtol, atol_rel, f"{what} leaf {k}")
+    check_compiled(case, "cuda")
 
 
 def logistic(w, b, x, y):

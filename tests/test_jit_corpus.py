@@ -107,17 +107,22 @@ compiled = pytest.mark.skipif(not hasattr(jt, "value_and_grad"),
 @compiled
 @pytest.mark.parametrize("case", CASES, ids=NAMES)
 def test_compiled_matches_eager(case):
+    check_compiled(case, "cpu")
+
+
+def check_compiled(case, target):
+    """The case compiled for ``target`` against the eager tape, in float64 and float32."""
     for dtype, rtol, atol_rel in ((np.float64, 1e-9, 1e-12), (np.float32, RTOL32, RTOL32)):
         args = make_args(case, dtype)
         want_value, want_grads = eager_value_and_grad(case, args)
         given = tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, args)
-        value, grads = jt.value_and_grad(case.fn, argnums=case.argnums)(*given)
+        value, grads = jt.value_and_grad(case.fn, argnums=case.argnums, target=target)(*given)
         # NumPy in, NumPy out; the inputs are left as they were
         for a, b in zip(tree_leaves(given), tree_leaves(args)):
             np.testing.assert_array_equal(a, b)
         assert not isinstance(value, jt.Tensor), type(value)
         assert np.shape(value) == () and np.asarray(value).dtype == dtype
-        what = f"{case.name} ({np.dtype(dtype).name})"
+        what = f"{case.name} ({np.dtype(dtype).name}, {target})"
         assert_close(value, want_value, rtol, atol_rel, f"{what} value")
         check_grad_structure(grads, args, case, dtype)
         for k, (g, w) in enumerate(zip(tree_leaves(grads), tree_leaves(want_grads))):

@@ -205,16 +205,22 @@ def _lower_matmul(ctx, node):
 matmul.lowerings["cpu"] = _lower_matmul
 
 
-def _lower_einsum(ctx, node):
-    """A loop over every index, accumulating the product into the output."""
+def _einsum_letters(ctx, node):
+    """(input specs, output spec, letter -> source of its size) of an einsum node."""
     ins, out_spec = node.params["spec"].split("->")
     ins = ins.split(",")
-    out = node.out
-    o = ctx.name(out)
     sizes = {}
     for s, v in zip(ins, node.inputs):
         for a, c in enumerate(s):
             sizes.setdefault(c, f"{ctx.name(v)}.shape[{a}]")
+    return ins, out_spec, sizes
+
+
+def _lower_einsum(ctx, node):
+    """A loop over every index, accumulating the product into the output."""
+    ins, out_spec, sizes = _einsum_letters(ctx, node)
+    out = node.out
+    o = ctx.name(out)
     letters = list(out_spec) + [c for c in sorted(sizes) if c not in out_spec]
     acc_dt = ctx.dtype(out.dtype)
     lines = []
@@ -238,3 +244,62 @@ def _lower_einsum(ctx, node):
 
 
 _einsum.lowerings["cpu"] = _lower_einsum
+
+
+# -- CUDA lowerings (ctx: codegen.cuda.CudaContext) -----------------------------------------
+
+def _cuda_matmul(ctx, node):
+    """cuda_runtime.matmul2d per matrix (cuBLAS through CuPy, or a tiled kernel); a
+    driver loop over the broadcast batch axes."""
+    from .. import ir
+    x, y = node.inputs
+    out = node.out
+    if not (x.dtype == y.dtype == out.dtype and out.dtype.kind == "f"):
+        raise UnsupportedError(f"target='cuda': matmul of {x.dtype} and {y.dtype} is not "
+                               "supported on CUDA (floating-point operands of one dtype)")
+    o = ctx.name(out)
+    lines = [ctx.buffer(out)]
+    batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
+    idx = [f"b{k}" for k in range(batch)]
+    for k in range(batch):
+        lines.append("    " * k + f"for b{k} in range({o}.shape[{k}]):")
+
+    def view(v):                      # the matrix of v at the batch index (broadcast: 0)
+        lead = v.ndim - 2
+        items = ["0" if v.shape[a] == 1 and not isinstance(v.shape[a], ir.Dim)
+                 else idx[batch - lead + a] for a in range(max(lead, 0))]
+        return f"{ctx.name(v)}[{', '.join(items)}]" if items else ctx.name(v)
+
+    xv, yv = view(x), view(y)
+    ov = f"{o}[{', '.join(idx)}]" if batch else o
+    xs = xv if x.ndim > 1 else f"{xv}.reshape((1, {xv}.shape[0]))"
+    ys = yv if y.ndim > 1 else f"{yv}.reshape(({yv}.shape[0], 1))"
+    os_ = ov if (x.ndim > 1 and y.ndim > 1) else f"{ov}.reshape(({xs}.shape[0], {ys}.shape[1]))"
+    if out.ndim == 0:
+        ctx.device_scalars.add(out.id)
+        os_ = f"{o}.reshape((1, 1))"
+    lines.append("    " * batch + f"matmul2d({xs}, {ys}, {os_})")
+    return lines
+
+
+def _cuda_einsum(ctx, node):
+    """One thread per output element, looping over the summed letters."""
+    ins, out_spec, sizes = _einsum_letters(ctx, node)
+    out = node.out
+    o = ctx.name(out)
+    summed = [c for c in sorted(sizes) if c not in out_spec]
+    index = {c: f"i{k}" for k, c in enumerate(out_spec)}
+    index.update({c: f"j_{c}" for c in summed})
+    body = [f"acc = {ctx.dtype(out.dtype)}(0)"]
+    for depth, c in enumerate(summed):
+        body.append("    " * depth + f"for j_{c} in range({sizes[c]}):")
+    factors = [f"{ctx.name(v)}[{', '.join(index[c] for c in spec)}]" if v.ndim else ctx.read(v, 0)
+               for spec, v in zip(ins, node.inputs)]
+    body.append("    " * len(summed) + f"acc += {' * '.join(factors)}")
+    body.append(f"{o}[{', '.join(index[c] for c in out_spec) or '0'}] = acc")
+    return [ctx.buffer(out)] + ctx.per_element([f"{o}.shape[{a}]" for a in range(out.ndim)],
+                                               body, node)
+
+
+matmul.lowerings["cuda"] = _cuda_matmul
+_einsum.lowerings["cuda"] = _cuda_einsum

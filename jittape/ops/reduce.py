@@ -180,5 +180,11 @@ def _lower_scalar_reduction(ctx, node):
     return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}"]
 
 
+def _lower_scalar_reduction_cuda(ctx, node):
+    ctx.alias(node.out, node.inputs[0])
+    return _lower_scalar_reduction(ctx, node)
+
+
 for _prim in (_sum, _prod, _max, _min):
     _prim.lowerings["cpu"] = _lower_scalar_reduction
+    _prim.lowerings["cuda"] = _lower_scalar_reduction_cuda

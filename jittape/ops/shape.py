@@ -599,7 +599,95 @@ def _lower_index_add(ctx, node):
     return lines
 
 
+# -- CUDA lowerings: ``ctx`` is codegen.cuda.CudaContext (device arrays, one-element
+# arrays for rank-0 values computed on the device, kernels of one thread per element)
+
+def _cuda_reshape(ctx, node):
+    x, out = node.inputs[0], node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    if x.ndim == 0 and not ctx.scalar_on_device(x):
+        return [ctx.buffer(out), f"fill({o}, {xn})"]
+    if out.ndim == 0:
+        ctx.device_scalars.add(out.id)
+        return [f"{o} = {xn}.reshape(1)"]
+    return [f"{o} = {xn}.reshape({ctx.shape(out.shape)})"]     # device arrays are C-ordered
+
+
+def _cuda_transpose(ctx, node):
+    x, out = node.inputs[0], node.out
+    if x.ndim <= 1:
+        ctx.alias(out, x)
+        return [f"{ctx.name(out)} = {ctx.name(x)}"]
+    src = [""] * out.ndim
+    for k, a in enumerate(node.params["axes"]):
+        src[a] = f"i{k}"
+    o = ctx.name(out)
+    body = [f"{o}[{', '.join(f'i{a}' for a in range(out.ndim))}] = {ctx.name(x)}[{', '.join(src)}]"]
+    return [ctx.buffer(out)] + ctx.per_element([f"{o}.shape[{a}]" for a in range(out.ndim)],
+                                               body, node)
+
+
+def _cuda_index_parts(ctx, node, src_ndim, src_name, arrays, loop_rank):
+    """``_index_code`` for a kernel: the negative-index wrap stays, the bounds check goes
+    (a kernel cannot raise; the CPU target checks)."""
+    before, inside, index = _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank)
+    inside = [line for line in inside if "raise" not in line and " or " not in line]
+    return before, [line.split(" = ")[0] for line in before], inside, index
+
+
+def _cuda_getitem(ctx, node):
+    x, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    lines = [ctx.buffer(out)]
+    if x.ndim == 0:
+        value = f"{xn}.copy_to_host()[0]" if ctx.scalar_on_device(x) else xn
+        return lines + [f"fill({o}, {value})"]
+    before, temps, inside, index = _cuda_index_parts(ctx, node, x.ndim, xn, arrays, out.ndim)
+    target = f"{o}[{', '.join(f'i{a}' for a in range(out.ndim)) or '0'}]"
+    shape = [f"{o}.shape[{a}]" for a in range(out.ndim)]
+    return lines + before + ctx.per_element(shape, inside + [f"{target} = {xn}[{index}]"],
+                                            node, temps)
+
+
+def _cuda_index_add(ctx, node):
+    g, arrays = node.inputs[0], node.inputs[1:]
+    out = node.out
+    o, gn = ctx.name(out), ctx.name(g)
+    lines = [ctx.buffer(out), f"fill({o}, 0)"]
+    if out.ndim == 0:
+        return lines + [f"{o} = {gn}"]
+    before, temps, inside, index = _cuda_index_parts(ctx, node, out.ndim, o, arrays, g.ndim)
+    src = f"{gn}[{', '.join(f'i{a}' for a in range(g.ndim))}]" if g.ndim else ctx.read(g, 0)
+    target = index if out.ndim == 1 else f"({index},)"      # CUDA: an int for 1-D arrays
+    body = inside + [f"cuda.atomic.add({o}, {target}, {src})"]       # repeated indices add up
+    return lines + before + ctx.per_element([f"{gn}.shape[{a}]" for a in range(g.ndim)],
+                                            body, node, temps)
+
+
+def _cuda_concatenate(ctx, node):
+    out = node.out
+    o = ctx.name(out)
+    axis = node.params["axis"]
+    lines = [ctx.buffer(out), "offset = 0"]
+    for k, v in enumerate(node.inputs):
+        vn = ctx.name(v)
+        idx = [f"i{a}" if a != axis else f"offset{k} + i{a}" for a in range(out.ndim)]
+        body = [f"{o}[{', '.join(idx)}] = {ctx.dtype(out.dtype)}"
+                f"({vn}[{', '.join(f'i{a}' for a in range(v.ndim))}])"]
+        lines.append(f"offset{k} = offset")
+        lines += ctx.per_element([f"{vn}.shape[{a}]" for a in range(v.ndim)], body, node,
+                                 [f"offset{k}"])
+        lines.append(f"offset += {vn}.shape[{axis}]")
+    return lines
+
+
 _reshape.lowerings["cpu"] = _lower_reshape
+_reshape.lowerings["cuda"] = _cuda_reshape
+_transpose.lowerings["cuda"] = _cuda_transpose
+_concatenate.lowerings["cuda"] = _cuda_concatenate
+getitem_prim.lowerings["cuda"] = _cuda_getitem
+_index_add.lowerings["cuda"] = _cuda_index_add
 _transpose.lowerings["cpu"] = _lower_transpose
 _concatenate.lowerings["cpu"] = _lower_concatenate
 getitem_prim.lowerings["cpu"] = _lower_getitem

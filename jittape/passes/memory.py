@@ -18,6 +18,21 @@ def _items_nodes(item):
     return [item]
 
 
+def materialized(order, shared=()):
+    """Ids of the values the generated code allocates as arrays of their own: group
+    outputs and reductions, and single nodes except those whose primitive is named in
+    ``shared`` (their lowering returns a view, or a scalar)."""
+    out = set()
+    for item in order:
+        if isinstance(item, Group):
+            out |= item.outputs
+            if item.reduce is not None:
+                out.add(item.reduce.out.id)
+        elif item.prim.name not in shared:
+            out.add(item.out.id)
+    return out
+
+
 def plan_buffers(graph, order, materialized):
     """{var id: var id of the earlier array whose buffer it takes over}.
 
