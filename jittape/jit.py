@@ -193,8 +193,9 @@ class Compiled:
             out = _execute(entry, inputs)
         else:
             with self._lock:               # the first call compiles (or loads) the kernel
-                if entry.called:
+                if entry.called:           # another thread did it while this one waited
                     out = _execute(entry, inputs)
+                    self._hits += 1
                 else:
                     out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
                     entry.kernel = entry.built.dispatcher
