@@ -6,8 +6,9 @@ cross-entropy) at batch 4096, and the elementwise chain
 ``sum(softplus(x)*tanh(x) + exp(-x*x))`` on 10^7 values. Matrix products are float32 everywhere
 (TF32 off in JAX and PyTorch). Steady-state time per gradient call: medians of ``--repeat`` timed loops of ``--number`` calls after warm-up, each
 loop ended by a device synchronization. Every system's gradient is checked against
-jittape's CPU result before it is timed. The run also counts device allocations of
-jittape's CUDA calls after the first: the host-array path makes none.
+jittape's CPU result before it is timed. The run also counts device allocations per
+call of jittape's CUDA calls after the first, on host and on device arguments (results on
+the device come from a pool that reuses the arrays a loop drops).
 
     python benchmarks/gpu.py [--repeat 7] [--number 20] [--out benchmarks/results/gpu.json]
 
@@ -56,8 +57,12 @@ def chain_data(n=10 ** 7):
 
 
 def timed(step, sync, repeat, number):
+    """Median and minimum seconds per call over ``repeat`` loops of ``number`` calls
+    (fewer calls per loop for a step that takes over 10 ms)."""
+    t0 = time.perf_counter()
     step()
     sync()
+    number = max(1, min(number, int(0.01 * number / max(time.perf_counter() - t0, 1e-9))))
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -82,6 +87,20 @@ def check(name, system, got, want, rtol=1e-3, atol=1e-5):
                                  f"gradient (max |diff| {np.max(np.abs(g - w)):.3g})")
 
 
+def allocations_per_call(f, args, calls=5):
+    """Device allocations per call of ``f`` in a loop that drops each call's results
+    (counted through ``cuda.device_array``, which all of jittape's device memory uses)."""
+    made = []
+    real = cuda_runtime.cuda.device_array
+    cuda_runtime.cuda.device_array = lambda *a, **k: made.append(a) or real(*a, **k)
+    try:
+        for _ in range(calls):
+            f(*args)
+    finally:
+        cuda_runtime.cuda.device_array = real
+    return len(made) / calls
+
+
 def run_workload(name, loss, args, repeat, number):
     from numba import cuda
     result = {}
@@ -98,16 +117,7 @@ def run_workload(name, loss, args, repeat, number):
     result["jittape_cuda_first_call_s"] = time.perf_counter() - t0
     check(name, "jittape cuda (host arrays)", flat_grads(grads), want)
     result["jittape_cuda_host_arrays"] = timed(lambda: gpu(*args), cuda.synchronize, repeat, number)
-    # device allocations per call on the host-array path, after the first call
-    made = []
-    real = cuda_runtime.cuda.device_array
-    cuda_runtime.cuda.device_array = lambda *a, **k: made.append(a) or real(*a, **k)
-    try:
-        for _ in range(5):
-            gpu(*args)
-    finally:
-        cuda_runtime.cuda.device_array = real
-    result["jittape_cuda_device_allocations_per_call"] = len(made) / 5
+    result["jittape_cuda_device_allocations_per_call"] = allocations_per_call(gpu, args)
 
     dev_args = jt.tree.map_leaves(
         lambda a: cuda.to_device(a) if isinstance(a, np.ndarray) else a, args)
@@ -115,8 +125,10 @@ def run_workload(name, loss, args, repeat, number):
     got = [cuda_runtime.copy_to_host(g) for g in
            ([grads[k] for k in sorted(grads)] if isinstance(grads, dict) else [grads])]
     check(name, "jittape cuda (device arrays)", got, want)
+    del value, grads
     result["jittape_cuda_device_arrays"] = timed(lambda: gpu(*dev_args), cuda.synchronize,
                                                  repeat, number)
+    result["jittape_cuda_device_args_allocations_per_call"] = allocations_per_call(gpu, dev_args)
     try:
         result["jax_gpu"] = jax_time(name, args, want, repeat, number)
     except ImportError:

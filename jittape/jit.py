@@ -424,7 +424,7 @@ class Compiled:
                         f"function was called with {len(args)} positional arguments"))
             result = self.fn(*traced_args)
             if self.mode == "function":
-                outputs, pack = _function_outputs(trace, result, self.name)
+                outputs, pack = _function_outputs(trace, result, self.name, self.target)
             else:
                 outputs, pack = self._differentiate(trace, result, diff_inputs, key, args)
             writes, guards = [], []
@@ -493,7 +493,7 @@ class Compiled:
         n_aux = len(aux_vars)
         ranks = [v.ndim for v in outputs]
         if not has_aux and all(td is None for td, _ in grad_defs):
-            return outputs, _flat_packer(mode, single, dtypes, ranks)
+            return outputs, _flat_packer(mode, single, dtypes, ranks, self.target)
 
         def pack(out):
             out = [_numpy(x, dt) for x, dt in zip(out, dtypes)]
@@ -656,7 +656,7 @@ def _as_tensor(x):
     return Tensor(np.float32(x) if isinstance(x, float) else x)
 
 
-def _function_outputs(trace, result, name):
+def _function_outputs(trace, result, name, target):
     """Outputs and a packer for ``function``: the result's structure with its tensors
     (and NumPy values) as kernel outputs; other leaves (Python values) are kept as they
     were while tracing."""
@@ -679,7 +679,7 @@ def _function_outputs(trace, result, name):
     ranks = [v.ndim for v in outputs]
     if treedef.kind == "leaf" and not statics:
         names = {}
-        body = "out[0]" if ranks[0] else _scalar_code("out[0]", dtypes[0], names)
+        body = "out[0]" if ranks[0] else _scalar_code("out[0]", dtypes[0], names, target)
         return outputs, _expr_packer(body, names)
 
     def pack(out):
@@ -698,7 +698,7 @@ def _grad_or_zeros(ct, t):
     return ct
 
 
-def _flat_packer(mode, single, dtypes, ranks):
+def _flat_packer(mode, single, dtypes, ranks, target):
     """A packer for flat arguments, written out as one expression (it runs every call).
 
     The expression is kept (``pack.expr``, over ``out``, with the names in
@@ -707,7 +707,7 @@ def _flat_packer(mode, single, dtypes, ranks):
     names = {}
     items = []
     for k, (dt, rank) in enumerate(zip(dtypes, ranks)):
-        items.append(f"out[{k}]" if rank else _scalar_code(f"out[{k}]", dt, names))
+        items.append(f"out[{k}]" if rank else _scalar_code(f"out[{k}]", dt, names, target))
     if mode == "value_and_grad":
         value, grads = items[0], items[1:]
     else:
@@ -727,12 +727,16 @@ def _expr_packer(body, names):
     return pack
 
 
-def _scalar_code(x, dtype, names):
+def _scalar_code(x, dtype, names, target="cpu"):
     """Source turning a Numba result (a Python number for a 0-d value) into a NumPy scalar
     of ``dtype``. For floats, a product with a typed 1: NumPy keeps the typed operand's
     dtype (a Python float is weak), the value is exact (it came from that dtype), and it
-    costs a third of ``np.float32(x)``."""
+    costs a third of ``np.float32(x)``. On the CUDA target a 0-d result computed on
+    device arguments is a device array, and stays one."""
     dtype = np.dtype(dtype)
+    if target == "cuda":
+        names["numpy_result"], names[f"DTYPE_{dtype.name}"] = _numpy, dtype
+        return f"numpy_result({x}, DTYPE_{dtype.name})"
     if dtype.kind == "f":
         names[f"ONE_{dtype.name}"] = dtype.type(1)
         return f"ONE_{dtype.name} * {x}"

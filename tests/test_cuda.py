@@ -75,10 +75,43 @@ def test_device_arrays_are_used_without_a_copy_and_results_stay_on_the_device():
     want_value, (want_w, want_b) = f(w, b, x, y)
     dw, dx, dy = (cuda.to_device(a) for a in (w, x, y))
     value, (gw, gb) = f(dw, b, dx, dy)
-    assert cuda_runtime.is_device_array(gw) and not isinstance(gw, np.ndarray)
+    for result in (value, gw, gb):             # scalars too: reading one would wait
+        assert cuda_runtime.is_device_array(result) and not isinstance(result, np.ndarray)
+    assert value.shape == () and gb.shape == () and gw.shape == w.shape
     np.testing.assert_allclose(cuda_runtime.copy_to_host(gw), want_w, rtol=1e-6)
-    assert value == want_value and gb == want_b
+    assert cuda_runtime.copy_to_host(value) == want_value
+    assert cuda_runtime.copy_to_host(gb) == want_b
     assert f.cache_info().traces == 2          # device and host arguments: two signatures
+
+
+def test_device_results_belong_to_the_caller_and_dropped_ones_are_reused(monkeypatch):
+    from numba import cuda
+    w, b, x, y = logistic_data()
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    f = jt.value_and_grad(logistic, target="cuda")
+    _, g1 = f(cuda.to_device(w), b, dx, dy)
+    first = cuda_runtime.copy_to_host(g1)
+    _, g2 = f(cuda.to_device(2 * w), b, dx, dy)      # g1 is held: g2 is another array
+    np.testing.assert_array_equal(cuda_runtime.copy_to_host(g1), first)
+    assert not np.allclose(cuda_runtime.copy_to_host(g2), first)
+    head = g2[:2]                                    # a view keeps g2's memory
+    second = cuda_runtime.copy_to_host(head)
+    del g1, g2
+    for _ in range(2):
+        f(cuda.to_device(3 * w), b, dx, dy)
+    np.testing.assert_array_equal(cuda_runtime.copy_to_host(head), second)
+    del head
+    dw = cuda.to_device(w)
+    for _ in range(2):                               # the loop's steady state
+        value, g = f(dw, b, dx, dy)
+    made = []
+    real = cuda_runtime.cuda.device_array
+    monkeypatch.setattr(cuda_runtime.cuda, "device_array",
+                        lambda *a, **k: made.append(a) or real(*a, **k))
+    for _ in range(3):                               # last step's results are dropped
+        value, g = f(dw, b, dx, dy)
+    assert made == []
+    np.testing.assert_allclose(cuda_runtime.copy_to_host(g), first, rtol=1e-6)
 
 
 def test_an_optimisation_loop_allocates_no_device_memory_per_step(monkeypatch):

@@ -51,7 +51,7 @@ from jittape.errors import SignatureMismatch  # noqa: F401
 from jittape.codegen.runtime import slice_length, slice_start, slice_step  # noqa: F401
 from jittape.codegen.cuda_runtime import (  # noqa: F401
     MAX_BLOCKS, THREADS, Buffers, blocks, copy_row, fill, is_device_array, matmul2d, onehot,
-    relu_f32, relu_f64, scalar_to_host, sigmoid_f32, sigmoid_f64, sign, simulator,
+    relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64, sign, simulator,
     softplus_f32, softplus_f64, stage, to_host,
 )
 
@@ -138,16 +138,29 @@ def generate(graph, name, version):
 
     kernels = []
     specs = []                         # buffers: (source of the shape, dtype)
+    pooled = set()                     # ids of results taken from Buffers.result
+    in_loop = False                    # generating a jacobian's loop of sweeps
     slot = {}                          # var id -> index in specs
     driver = []
     ctx = CudaContext(graph, lambda v, raw=None: buffer(v, raw), kernels)
 
     def buffer(v, raw=None):
         """The driver line taking ``v``'s buffer (shared with a dead value's if planned);
-        ``raw`` = (name, shape source, dtype) for a scratch buffer of a kernel."""
+        ``raw`` = (name, shape source, dtype) for a scratch buffer of a kernel. A result
+        computed on device arguments is written straight into a device array of
+        ``Buffers.result``'s pool, which the caller then owns."""
         if raw is not None:
             specs.append(raw[1:])
             return f"{raw[0]} = B[{len(specs) - 1}]"
+        if v.id in outputs and not in_loop:
+            k = slot[v.id] = len(specs)
+            shape = names.shape_code(v.shape) if v.ndim else "(1,)"
+            specs.append((f"({shape} if not on_device else (0,) * {max(v.ndim, 1)})", v.dtype))
+            pooled.add(v.id)
+            if v.ndim == 0:
+                ctx.device_scalars.add(v.id)
+            return (f"{ctx.name(v)} = B[{k}] if not on_device else "
+                    f"BUFFERS.result({k}, {shape}, {names.dtype_code(v.dtype)})")
         key = reuse.get(v.id)
         if key is not None and key in slot:
             slot[v.id] = slot[key]
@@ -212,7 +225,9 @@ def generate(graph, name, version):
         driver.append(f"for {k} in range({names.size_code(index.params['count'])}):   "
                       "# one reverse sweep per target element")
         rows = {st.inputs[0].id for st in stacks}
+        in_loop = True
         inner = emit(loop, rows | _reads(after), reuse_buffers=False)
+        in_loop = False
         for st in stacks:
             row = st.inputs[0]
             size = " * ".join([names.size_code(d) for d in row.shape]) or "1"
@@ -224,12 +239,14 @@ def generate(graph, name, version):
     for v in graph.outputs:
         if not isinstance(v, Var):
             outs.append(names.literal_code(v, np.int64))
+        elif v.id in pooled:
+            outs.append(f"result({ctx.name(v)}, on_device, {v.ndim})")
         elif v.ndim == 0 and v.id in ctx.device_scalars:
             outs.append(f"scalar_to_host({ctx.name(v)}, on_device, np.dtype({names.dtype_code(v.dtype)}))")
         elif v.ndim == 0:
             outs.append(f"{names.dtype_code(v.dtype)}({ctx.name(v)})")
-        else:
-            outs.append(f"to_host({ctx.name(v)}, on_device)")
+        else:                          # a view: copied (into a pooled array on the device)
+            outs.append(f"to_host({ctx.name(v)}, on_device, BUFFERS, {-1 - len(outs)})")
     driver.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     spec_items = ", ".join(f"({shape}, {names.dtype_code(dt)})" for shape, dt in specs)
     driver[specs_line] = ("B = BUFFERS.by_sizes.get(sizes)\n"
@@ -247,8 +264,9 @@ def generate(graph, name, version):
 VIEWS = ("reshape", "sum", "max", "min", "prod")
 
 
-def _split_index(flat, sizes, axes, indent):
-    """Lines splitting the flat index ``flat`` into loop indices ``i<axis>`` for ``axes``."""
+def _split_index(flat, sizes, axes, indent, rest_prefix="r"):
+    """Lines splitting the flat index ``flat`` into loop indices ``i<axis>`` for ``axes``
+    (``rest_prefix`` names the quotients)."""
     lines = []
     rest = flat
     for pos, a in enumerate(reversed(axes)):
@@ -256,8 +274,8 @@ def _split_index(flat, sizes, axes, indent):
             lines.append(f"{indent}{names.index_name(a)} = {rest}")
         else:
             lines.append(f"{indent}{names.index_name(a)} = {rest} % {sizes[a]}")
-            lines.append(f"{indent}r{pos} = {rest} // {sizes[a]}")
-            rest = f"r{pos}"
+            lines.append(f"{indent}{rest_prefix}{pos} = {rest} // {sizes[a]}")
+            rest = f"{rest_prefix}{pos}"
     return lines
 
 
@@ -352,6 +370,34 @@ def _group_kernel(ctx, group, kname, buffer):
             total = launch_n
         else:
             kept = [a for a in range(rank) if a not in reduced]
+            keep = red.params["keepdims"]
+            idx = [("0" if a in reduced else names.index_name(a)) for a in range(rank)
+                   if keep or a not in reduced]
+            target = f"{names.value_name(r)}[{', '.join(idx)}]"
+            store = f"{target} = {names.dtype_code(r.dtype)}(acc)"
+            # few long reductions: a block per output element, a tree over the block
+            rows = ["shared = cuda.shared.array(THREADS, numba.{})".format(acc_dt.name),
+                    "t = cuda.threadIdx.x",
+                    "for o in range(cuda.blockIdx.x, n, cuda.gridDim.x):"]
+            rows += _split_index("o", sizes, kept, "    ") if kept else []
+            rows += [f"    acc = {init_code}",
+                     "    for f in range(t, m, THREADS):"]
+            rows += _split_index("f", sizes, sorted(reduced), "        ", "q")
+            rows += element("        ")
+            rows += [f"        acc = {step}",
+                     "    shared[t] = acc",
+                     "    cuda.syncthreads()",
+                     "    half = THREADS // 2",
+                     "    while half > 0:",
+                     "        if t < half:",
+                     "            other = shared[t + half]",
+                     f"            shared[t] = {device_code(update.format(acc='shared[t]', x='other'))}",
+                     "        cuda.syncthreads()",
+                     "        half //= 2",
+                     "    if t == 0:",
+                     f"        {target} = {names.dtype_code(r.dtype)}(shared[0])",
+                     "    cuda.syncthreads()           # shared is rewritten for the next o"]
+            # many short ones: a thread per output element, looping over the reduced axes
             body.append("for f in range(cuda.grid(1), n, cuda.gridsize(1)):")
             body += _split_index("f", sizes, kept, "    ")
             body.append(f"    acc = {init_code}")
@@ -361,14 +407,17 @@ def _group_kernel(ctx, group, kname, buffer):
                 indent += "    "
             body += element(indent)
             body.append(f"{indent}acc = {step}")
-            keep = red.params["keepdims"]
-            idx = [("0" if a in reduced else names.index_name(a)) for a in range(rank)
-                   if keep or a not in reduced]
-            body.append(f"    {names.value_name(r)}[{', '.join(idx)}] = {names.dtype_code(r.dtype)}(acc)")
+            body.append("    " + store)
             total = " * ".join(sizes[a] for a in kept) or "1"
+            reduced_total = " * ".join(sizes[a] for a in sorted(reduced))
     params += list(dims.values())
     source = comment + ["@cuda.jit(cache=_CACHE)", f"def {kname}({', '.join(params)}):"]
     source += ["    " + line for line in body]
+    partial = red is not None and not full
+    if partial:                 # the other schedule (Numba compiles only what runs)
+        source += ["", "", "@cuda.jit(cache=_CACHE)",
+                   f"def {kname}_rows({', '.join(params[:1] + ['m'] + params[1:])}):"]
+        source += ["    " + line for line in rows]
     launch = [f"# {comment[0][2:]}"]
     for a, d in enumerate(group.domain):
         launch.append(f"s{a} = {names.size_code(d)}")
@@ -404,6 +453,14 @@ def _group_kernel(ctx, group, kname, buffer):
                    "        half //= 2",
                    "    if t == 0:",
                    f"        out[0] = {names.dtype_code(r.dtype)}(shared[0])"]
+    elif partial:
+        args += list(dims.values())
+        launch.append(f"m = {reduced_total}")
+        launch.append("if m >= THREADS or n < 4 * THREADS:     # long reductions, or few")
+        launch.append(f"    {kname}_rows[min(n, MAX_BLOCKS), THREADS]"
+                      f"({', '.join(args[:1] + ['m'] + args[1:])})")
+        launch.append("else:")
+        launch.append(f"    {kname}[blocks(n), THREADS]({', '.join(args)})")
     else:
         args += list(dims.values())
         launch.append(f"{kname}[blocks(n), THREADS]({', '.join(args)})")

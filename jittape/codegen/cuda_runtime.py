@@ -8,6 +8,7 @@ compiled as CUDA device functions, so both targets compute the same thing.
 """
 
 import math
+import sys
 
 import numpy as np
 from numba import cuda
@@ -78,11 +79,35 @@ def copy_to_host(x):
 class Buffers:
     """Device memory of one generated module: per signature of sizes, the buffers of its
     intermediates (made on the first call with those sizes, then reused), staging
-    buffers for host arguments, and device copies of the constants."""
+    buffers for host arguments, device copies of the constants, and pools of result
+    arrays for calls on device arguments."""
+
+    POOL = 4                         # result arrays kept per output
 
     def __init__(self):
         self.by_sizes = {}
         self.consts = {}
+        self.results = {}            # (output slot, shape, dtype) -> [[array, references]]
+
+    def result(self, k, shape, dtype):
+        """A device array for output ``k`` that nobody else holds: one this pool made
+        earlier whose caller has let go of it (and of every view of it), or a new one.
+        An optimisation loop that drops last step's gradient reuses its memory; one
+        that keeps its results gets fresh arrays."""
+        pool = self.results.get((k, shape, dtype))
+        if pool is None:
+            pool = self.results[(k, shape, dtype)] = []
+        for entry in pool:
+            array, count = entry
+            if _references(array) == count:
+                return array
+        array = cuda.device_array(shape, dtype)
+        entry = [array, None]
+        if len(pool) >= self.POOL:
+            pool.pop(0)                  # the caller keeps that one alive if it wants it
+        pool.append(entry)
+        entry[1] = _references(array)
+        return array
 
     def get(self, sizes, specs):
         """The buffers for ``specs`` [(shape, dtype)], made once per ``sizes``."""
@@ -106,13 +131,34 @@ def stage(x, buf):
     return buf
 
 
-def to_host(x, on_device):
-    """A result: a fresh host array, or (when the arguments were on the device) a fresh
-    device array, so that the caller never holds a buffer the next call overwrites."""
+def to_host(x, on_device, buffers, k):
+    """A result that is a view of another array: a fresh host array, or (when the
+    arguments were on the device) a copy in an array of ``buffers.result``'s pool for
+    output ``k``, so that the caller never holds memory a later call overwrites."""
     if on_device:
-        out = cuda.device_array(x.shape, x.dtype)
+        out = buffers.result(k, x.shape, x.dtype)
         out.copy_to_device(x)
         return out
+    return x.copy_to_host()
+
+
+def _references(array):
+    """How many references the array and its memory have (views hold the memory): the
+    same count as when the pool stored it means that nobody outside holds either."""
+    memory = getattr(array, "gpu_data", None)          # a Numba device array
+    if memory is None:
+        memory = getattr(array, "_ary", array)         # the simulator's host array
+    owner = getattr(memory, "_mem", None)              # views count on their owner
+    return (sys.getrefcount(array), sys.getrefcount(memory), getattr(owner, "refct", 0))
+
+
+def result(x, on_device, ndim):
+    """A result taken from ``Buffers.result`` (on the device) or computed in a buffer
+    (copied to a fresh host array; a 0-d result as a NumPy scalar)."""
+    if on_device:
+        return x.reshape(()) if ndim == 0 else x
+    if ndim == 0:
+        return x.copy_to_host()[0]
     return x.copy_to_host()
 
 

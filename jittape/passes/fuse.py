@@ -4,9 +4,14 @@ loop nest each.
 ``schedule`` turns the node list into the order code is generated in: single nodes
 (matrix products, reshapes, indexing, ...) and ``Group``s. A group is a set of
 elementwise nodes over one loop domain (the output shape, its sizes compared by their
-run-time expressions), optionally ending in a reduction of a value of that domain. A
+run-time expressions), with at most one reduction of a value of that domain. A
 value computed in a group is written to an array only if something outside the group
 (or the caller) reads it; otherwise it lives in a register for one loop iteration.
+
+A reduction does not close its group: elementwise work over the same domain that does
+not read the reduction's result joins the same loop. That is how a loss and its
+gradient share one pass over memory: the backward pass of ``sum(f(x))`` needs only the
+seed, not the sum, so ``f``'s derivative is computed in the loop that sums ``f``.
 """
 
 from ..ir import expr_of
@@ -23,7 +28,8 @@ def domain_key(shape):
 
 
 class Group:
-    """Elementwise nodes over one domain, then at most one reduction."""
+    """Elementwise nodes over one domain and at most one reduction of one of them (the
+    reduction's result is read only after the group)."""
 
     def __init__(self, domain):
         self.domain = domain             # the loop shape (ints and Dims)
@@ -57,7 +63,7 @@ def schedule(nodes, live_out):
     def close(group):
         if open_groups.get(group.key) is group:
             del open_groups[group.key]
-            for n in group.nodes:
+            for n in group.nodes + ([group.reduce] if group.reduce else []):
                 owner.pop(n.out.id, None)
             order.append(group)
 
@@ -66,6 +72,10 @@ def schedule(nodes, live_out):
         if is_elementwise(node):
             key = domain_key(node.out.shape)
             group = open_groups.get(key)
+            if group is not None and group.reduce is not None and any(
+                    v.id == group.reduce.out.id for v in node.var_inputs()):
+                close(group)                 # it reads the reduction: after the loop
+                group = None
             for other in readers.values():
                 if other is not group:
                     close(other)
@@ -77,7 +87,7 @@ def schedule(nodes, live_out):
             src = node.inputs[0]
             key = domain_key(src.shape)
             group = open_groups.get(key)
-            if group is None or owner.get(src.id) is not group:
+            if group is None or owner.get(src.id) is not group or group.reduce is not None:
                 group = None
             for other in readers.values():
                 if other is not group:
@@ -86,9 +96,9 @@ def schedule(nodes, live_out):
                 group = Group(src.shape)
                 group.reduce = node
                 order.append(group)
-            else:
+            else:                            # stays open for work not reading the result
                 group.reduce = node
-                close(group)
+                owner[node.out.id] = group
         else:
             for other in readers.values():
                 close(other)
