@@ -10,8 +10,9 @@ differs).
 - A group ending in a reduction of every axis accumulates per thread, reduces each block
   in shared memory (a tree) and writes one partial per block; a one-block kernel
   reduces the partials. The order is fixed, so results are the same run to run.
-  A reduction over some axes gives each output element to one thread, which loops over
-  the reduced axes.
+  A reduction over some axes gives each output element a block (a tree over the block,
+  for long reductions or few outputs) or one thread looping over the reduced axes; the
+  driver picks by the sizes, and Numba compiles only the kernel that runs.
 - Matrix products call ``cuda_runtime.matmul2d`` (cuBLAS through CuPy when installed, a
   tiled shared-memory kernel otherwise); reshapes are views; transposes are kernels.
 - Values of rank 0 computed on the device are one-element arrays (read as ``v[0]``);
@@ -19,9 +20,12 @@ differs).
 - The driver allocates nothing per call once it has seen a signature's sizes: the
   buffers of its intermediates (with ``passes.memory``'s reuse of dead buffers) and the
   staging buffers of host arguments are made on the first call with those sizes and
-  kept (``cuda_runtime.Buffers``); launch configurations are computed there too.
-  Results come back as fresh host arrays, or fresh device arrays when the arguments
-  were device arrays (``__cuda_array_interface__``: Numba, CuPy, PyTorch).
+  kept (``cuda_runtime.Buffers``).
+- Results come back as fresh host arrays, or, when the arguments were device arrays
+  (``__cuda_array_interface__``: Numba, CuPy, PyTorch), as device arrays the caller
+  owns: kernels write results straight into arrays of ``Buffers.result``'s pool, which
+  reuses an array only once nothing outside holds it or a view of it. 0-d results stay
+  on the device too, so a call never waits for the GPU.
 """
 
 import re
