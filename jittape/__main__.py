@@ -103,10 +103,38 @@ def demo():
     print(f"{best:.1f} us per record + gradient")
 
 
+def _benchmarks_dir():
+    """The repository's ``benchmarks/`` folder (workloads and the runner live there, next
+    to their results), or a clear error for an installation without it."""
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(here, "benchmarks")
+    if not os.path.isfile(os.path.join(path, "runner.py")):
+        raise SystemExit("python -m jittape bench runs the workloads of the repository's "
+                         "benchmarks/ folder, which this installation does not have: "
+                         "clone the repository and install it with pip install -e .")
+    return path
+
+
+def bench(argv):
+    path = _benchmarks_dir()
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import runner
+    return runner.main(argv)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m jittape", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the seed tutorials' examples on the eager tape")
+    sub.add_parser("demo", help="run the seed tutorials' examples on the eager tape and "
+                   "compiled, fit a small model, time eager against compiled steps")
+    sub.add_parser("bench", add_help=False,
+                   help="benchmark jittape against references and other frameworks "
+                        "(python -m jittape bench --help)")
+    if argv[:1] == ["bench"]:
+        return bench(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo()
