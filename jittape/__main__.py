@@ -1,9 +1,16 @@
-"""``python -m jittape demo``: the seed tutorials' examples, run on jittape's eager tape."""
+"""``python -m jittape demo``: the seed tutorials' examples on the eager tape and compiled,
+a small model fitted with a compiled training step, eager against compiled time per
+gradient step, and a plot. ``python -m jittape bench``: the benchmark against references
+and other frameworks (``benchmarks/runner.py``)."""
 
 import argparse
+import os
 import sys
+import time
 import timeit
 import warnings
+
+import numpy as np
 
 
 def _section(title):
@@ -101,6 +108,200 @@ def demo():
     n = 2000
     best = min(timeit.repeat(step, number=n, repeat=5)) / n * 1e6
     print(f"{best:.1f} us per record + gradient")
+    return {"f": f, "linear": (w.numpy(), b.numpy(), x.numpy())}
+
+
+def compiled_examples(seeds):
+    """The seed examples again, compiled: the same numbers from one native call."""
+    import jittape as jt
+
+    _section("The same, compiled (jt.grad, jt.hessian, jt.value_and_grad)")
+    f = seeds["f"]
+    grad_f = jt.grad(f, argnums=(0, 1))
+    print("compiled gradients at (5, 3):", [float(g) for g in grad_f(np.float32(5), np.float32(3))])
+    hess = jt.hessian(f, argnums=(0, 1))(np.float32(5), np.float32(3))
+    print("compiled Hessian:", [[float(h) for h in row] for row in hess])
+
+    def linear_loss(w, b, x):
+        return jt.reduce_mean((x @ w + b) ** 2)
+
+    w, b, x = seeds["linear"]
+    loss, (dw, db, dx) = jt.value_and_grad(linear_loss, argnums=(0, 1, 2))(w, b, x)
+    print("[+] compiled loss:      ", loss)
+    print("[+] compiled dloss_dx:  ", dx)
+    print("[+] compiled dloss_db:  ", db)
+
+
+def _moons(n, rng):
+    """Two interleaved half circles with noise: a small problem a line cannot separate."""
+    t = rng.uniform(0, np.pi, n)
+    upper = rng.random(n) < 0.5
+    x = np.where(upper, np.cos(t), 1 - np.cos(t))
+    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
+    points = np.stack([x, y], axis=1) + rng.normal(0, 0.2, (n, 2))
+    return points.astype(np.float32), upper.astype(np.int32)
+
+
+def mlp_loss(params, x, labels):
+    """A 2-16-16-2 tanh network with softmax cross-entropy."""
+    import jittape as jt
+    h = jt.tanh(x @ params["W1"] + params["b1"])
+    h = jt.tanh(h @ params["W2"] + params["b2"])
+    logits = h @ params["W3"] + params["b3"]
+    return jt.reduce_mean(jt.sparse_softmax_cross_entropy(labels, logits))
+
+
+def _init(rng):
+    def glorot(m, n):
+        return rng.uniform(-1, 1, (m, n)).astype(np.float32) * np.float32(np.sqrt(6 / (m + n)))
+    return {"W1": glorot(2, 16), "b1": np.zeros(16, np.float32),
+            "W2": glorot(16, 16), "b2": np.zeros(16, np.float32),
+            "W3": glorot(16, 2), "b3": np.zeros(2, np.float32)}
+
+
+def _progress(step, steps, loss, width=30):
+    """A progress bar with the loss: redrawn in place on a terminal, a line per tenth of
+    the steps in a log."""
+    done = int(width * step / steps)
+    bar = f"[{'#' * done}{'.' * (width - done)}] step {step:4d}/{steps}  loss {loss:.4f}"
+    if sys.stdout.isatty():
+        sys.stdout.write("\r" + bar + ("\n" if step == steps else ""))
+    elif step % max(1, steps // 10) == 0 or step == steps:
+        sys.stdout.write(bar + "\n")
+    sys.stdout.flush()
+
+
+def fit(steps=400, lr=0.02):
+    """Fit the MLP on two moons with Adam and a compiled ``value_and_grad``; return the
+    loss curve and the training accuracy."""
+    import jittape as jt
+
+    _section("Fitting a 2-16-16-2 MLP on two moons, compiled training step (Adam)")
+    rng = np.random.default_rng(0)
+    x, labels = _moons(512, rng)
+    params = _init(rng)
+    step_fn = jt.value_and_grad(mlp_loss)
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v = {k: np.zeros_like(p) for k, p in params.items()}
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    losses = []
+    t0 = time.perf_counter()
+    for t in range(1, steps + 1):
+        loss, grads = step_fn(params, x, labels)
+        for k, g in grads.items():
+            m[k] = b1 * m[k] + (1 - b1) * g
+            v[k] = b2 * v[k] + (1 - b2) * g * g
+            update = lr * (m[k] / (1 - b1 ** t)) / (np.sqrt(v[k] / (1 - b2 ** t)) + eps)
+            params[k] = (params[k] - update).astype(np.float32)
+        losses.append(float(loss))
+        _progress(t, steps, losses[-1])
+    elapsed = time.perf_counter() - t0
+    h = np.tanh(x @ params["W1"] + params["b1"])
+    h = np.tanh(h @ params["W2"] + params["b2"])
+    accuracy = float(np.mean(np.argmax(h @ params["W3"] + params["b3"], axis=1) == labels))
+    info = step_fn.cache_info()
+    print(f"{steps} steps in {elapsed:.2f} s (the first call traced it and compiled it or loaded it from the disk cache); "
+          f"final loss {losses[-1]:.4f}, training accuracy {accuracy:.1%}")
+    print(f"cache: {info.traces} trace, {info.compiles} compile, {info.hits} hits")
+    return losses, accuracy
+
+
+def _per_call(step, seconds=0.2, repeat=5):
+    """Best time per call (seconds) over ``repeat`` loops of about ``seconds`` each."""
+    step()
+    number = 1
+    while True:
+        t = timeit.timeit(step, number=number)
+        if t > seconds / 4 or number >= 1 << 20:
+            break
+        number *= 4
+    number = max(1, int(number * seconds / 4 / max(t, 1e-9)))
+    return min(timeit.repeat(step, number=number, repeat=repeat)) / number
+
+
+def timing_table(seeds):
+    """Time per gradient step, eager tape against compiled, printed as a table."""
+    import jittape as jt
+
+    _section("Time per gradient step: eager tape vs compiled (best of 5)")
+    f = seeds["f"]
+    w, b, x = seeds["linear"]
+    rng = np.random.default_rng(1)
+    points, labels = _moons(512, rng)
+    params = _init(rng)
+
+    def linear_loss(w, b, x):
+        return jt.reduce_mean((x @ w + b) ** 2)
+
+    def eager(loss, args, argnums):
+        def step():
+            leaves = [jt.tree.map_leaves(jt.Variable, a) if k in argnums else a
+                      for k, a in enumerate(args)]
+            with jt.GradientTape() as tape:
+                value = loss(*leaves)
+            return tape.gradient(value, [leaves[k] for k in argnums])
+        return step
+
+    rows = []
+    for name, loss, args, argnums in (
+            ("seed toy f(w1, w2)", f, (np.float32(5), np.float32(3)), (0, 1)),
+            ("seed linear, 1x4 @ 4x3", linear_loss, (w, b, x), (0, 1, 2)),
+            ("MLP 2-16-16-2, batch 512", mlp_loss, (params, points, labels), (0,))):
+        compiled = jt.value_and_grad(loss, argnums=argnums)
+        t0 = time.perf_counter()
+        compiled(*args)
+        first = time.perf_counter() - t0
+        t_eager = _per_call(eager(loss, args, argnums))
+        t_compiled = _per_call(lambda: compiled(*args))
+        rows.append((name, t_eager, t_compiled, first))
+    print(f"{'workload':28s} {'eager':>12s} {'compiled':>12s} {'speed-up':>9s} {'first call':>11s}")
+    for name, t_eager, t_compiled, first in rows:
+        print(f"{name:28s} {t_eager * 1e6:9.1f} us {t_compiled * 1e6:9.1f} us "
+              f"{t_eager / t_compiled:8.1f}x {first:9.2f} s")
+    print("(first call: trace, differentiate, generate and compile, or load from the disk cache)")
+    return rows
+
+
+def plot(path, losses):
+    """The loss curve, and the seed tutorial's functions with their gradients."""
+    import jittape as jt
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[demo]'): no plot written")
+        return None
+    x1 = jt.Variable(np.linspace(-15.0, 15.0, 151, dtype=np.float32))
+    x2 = jt.Variable(np.linspace(-15.0, 15.0, 151, dtype=np.float32))
+    with jt.GradientTape(persistent=True) as tape:
+        res1 = 4 * x1 ** 2 + 3
+        res2 = x2 ** 3
+    d1, d2 = tape.gradient(res1, x1), tape.gradient(res2, x2)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    axes[0].plot(np.arange(1, len(losses) + 1), losses)
+    axes[0].set(title="MLP on two moons: training loss", xlabel="step", ylabel="loss", yscale="log")
+    axes[1].plot(x1.numpy(), res1.numpy(), label="res1 = 4*x1**2 + 3")
+    axes[1].plot(x1.numpy(), d1.numpy(), label="dres1/dx1")
+    axes[2].plot(x2.numpy(), res2.numpy(), label="res2 = x2**3")
+    axes[2].plot(x2.numpy(), d2.numpy(), label="dres2/dx2")
+    for ax in axes[1:]:
+        ax.set(xlabel="x")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot written to {os.path.abspath(path)}")
+    return path
+
+
+def run_demo(plot_path):
+    seeds = demo()
+    compiled_examples(seeds)
+    losses, _ = fit()
+    timing_table(seeds)
+    _section("Plot")
+    plot(plot_path, losses)
 
 
 def _benchmarks_dir():
@@ -128,8 +329,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m jittape", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the seed tutorials' examples on the eager tape and "
-                   "compiled, fit a small model, time eager against compiled steps")
+    demo_parser = sub.add_parser("demo", help="run the seed tutorials' examples on the eager "
+                                 "tape and compiled, fit a small model, time eager against "
+                                 "compiled steps, write a plot")
+    demo_parser.add_argument("--plot", default="jittape_demo.png",
+                             help="where to write the plot (default: %(default)s)")
     sub.add_parser("bench", add_help=False,
                    help="benchmark jittape against references and other frameworks "
                         "(python -m jittape bench --help)")
@@ -137,7 +341,7 @@ def main(argv=None):
         return bench(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "demo":
-        demo()
+        run_demo(args.plot)
     return 0
 
 
