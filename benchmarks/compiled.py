@@ -51,21 +51,21 @@ Results and pass/fail per target go to ``benchmarks/results/compiled.json``.
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import timeit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from timing import machine_info, measure, pin_threads, ratio  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results")
 PROBE_WORKLOAD = "mlp"
 PROBE_MARK = "JITTAPE-PROBE "
 COLUMNS = ("eager", "compiled", "numba")
-BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 # (name, kind, workload or probe, measured key, comparison, threshold)
 TARGETS = [
@@ -85,34 +85,6 @@ def _jittape_and_workloads():
     import jittape as jt
     import workloads
     return jt, workloads
-
-
-# -- timing ----------------------------------------------------------------------------
-
-
-def calibrate(step, seconds):
-    """How many calls of ``step`` take about ``seconds`` (at least 1)."""
-    number = 1
-    while True:
-        t = timeit.timeit(step, number=number)
-        if t >= min(0.02, seconds / 5):
-            return max(1, round(number * seconds / t))
-        number *= 10 if t < 0.002 else 2
-
-
-def measure(steps, repeat, seconds):
-    """{key: per-call times in us}, each key timed once per round, rounds interleaved."""
-    numbers = {key: calibrate(step, seconds) for key, step in steps.items()}
-    times = {key: [] for key in steps}
-    for _ in range(repeat):
-        for key, step in steps.items():
-            n = numbers[key]
-            times[key].append(timeit.timeit(step, number=n) / n * 1e6)
-    return times, numbers
-
-
-def ratio(a, b):
-    return a / b if a and b else None
 
 
 # -- the compile-time probe (run in a fresh subprocess) -------------------------------------
@@ -349,19 +321,6 @@ def print_report(report):
         print(f"{verdict}  {t['target']:60s} measured {m}" + (f"  ({t['note']})" if t.get("note") else ""))
 
 
-def machine_info(jt):
-    import llvmlite
-    import numba
-    import numpy as np
-    import scipy
-    return {"python": platform.python_version(), "numpy": np.__version__,
-            "numba": numba.__version__, "llvmlite": llvmlite.__version__,
-            "scipy": scipy.__version__, "jittape": jt.__version__,
-            "processor": platform.processor() or platform.machine(),
-            "platform": platform.platform(), "cpus": os.cpu_count(),
-            "blas_threads": {v: os.environ.get(v) for v in BLAS_THREAD_VARS}}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=None,
@@ -380,8 +339,7 @@ def main(argv=None):
     blas_effective = args.blas_threads > 0 and "numpy" not in sys.modules
     if args.blas_threads > 0:
         # Before NumPy is imported: OpenBLAS reads these when it loads. Inherited by the probes.
-        for var in BLAS_THREAD_VARS:
-            os.environ[var] = str(args.blas_threads)
+        pin_threads(args.blas_threads)
         if "numpy" in sys.modules:
             print("warning: NumPy was imported before --blas-threads could take effect here "
                   "(the probes still get it)")

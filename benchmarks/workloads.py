@@ -1,4 +1,4 @@
-"""Benchmark workloads for compiled gradients, each with three ways to get its gradient.
+"""Benchmark workloads for compiled gradients, each with four ways to get its gradient.
 
 A workload is a loss written with jittape ops, its data (fixed seeds, float32 unless
 stated) and the arguments it is differentiated in (``argnums``, as for
@@ -9,10 +9,12 @@ stated) and the arguments it is differentiated in (``argnums``, as for
 * ``reference_step()``: a step calling a hand-written Numba function (``@numba.njit``,
   no fast-math, explicit loops and ``np.dot``) that computes the value and the
   gradients the way an engineer would write them by hand;
-* ``flat(grads)``: gradients of any of the three paths as a list of NumPy arrays.
+* ``numpy_step()``: a step calling a hand-written NumPy function, vectorised (whole-array
+  expressions and ``@``, no Python loops), the same derivation as the Numba one;
+* ``flat(grads)``: gradients of any of these paths as a list of NumPy arrays.
 
-The reference takes the arguments flattened in order (dicts in sorted key order, as
-jittape and JAX flatten them) and returns ``(value, grad_0, grad_1, ...)``, the
+Both references take the arguments flattened in order (dicts in sorted key order, as
+jittape and JAX flatten them) and return ``(value, grad_0, grad_1, ...)``, the
 gradients in the same flat order: the calling convention of ``f.kernel(*args)``.
 
 Tolerances (``rtol``, ``atol``): a gradient ``g`` matches ``r`` when
@@ -21,7 +23,7 @@ array's largest entry because a float32 sum of n terms in a different order diff
 about ``sqrt(n) * eps * max|term|``, which is large relative to an entry that is
 itself a near-cancelling sum. Each workload states why its tolerance is what it is.
 
-    python benchmarks/workloads.py     # check every reference against the eager tape
+    python benchmarks/workloads.py     # check both references against the eager tape
 """
 
 import math
@@ -75,6 +77,7 @@ class Workload:
     args: tuple               # its NumPy arguments, in order
     argnums: object           # int or tuple of ints, as for jt.value_and_grad
     reference: object         # Numba dispatcher: flat args -> (value, *flat grads)
+    numpy_reference: object   # NumPy function, same calling convention
     rtol: float = 1e-4
     atol: float = 1e-6        # relative to max|reference gradient|, see the module doc
     tolerance_note: str = "float32 rounding of short sums: rtol 1e-4"
@@ -122,18 +125,31 @@ class Workload:
 
     def reference_step(self):
         """A step calling the Numba reference on the flattened arguments."""
-        flat_args = leaves(self.args)
-        ref = self.reference
+        return _flat_call(self.reference, leaves(self.args))
 
-        def step():
-            return ref(*flat_args)
-
-        return step
+    def numpy_step(self):
+        """A step calling the NumPy reference on the flattened arguments."""
+        return _flat_call(self.numpy_reference, leaves(self.args))
 
     def reference_result(self):
-        """``(value, flat grads)`` of the reference."""
-        out = [_unbox(o) for o in self.reference_step()()]
-        return out[0], out[1:]
+        """``(value, flat grads)`` of the Numba reference."""
+        return unpack_reference(self.reference_step()())
+
+    def numpy_result(self):
+        """``(value, flat grads)`` of the NumPy reference."""
+        return unpack_reference(self.numpy_step()())
+
+
+def _flat_call(fn, flat_args):
+    def step():
+        return fn(*flat_args)
+    return step
+
+
+def unpack_reference(out):
+    """A reference's ``(value, grad_0, ...)`` as ``(value, [grad_0, ...])`` of NumPy values."""
+    out = [_unbox(o) for o in out]
+    return out[0], out[1:]
 
 
 def _unbox(x):
@@ -192,10 +208,15 @@ def toy_reference(w1, w2):
     return value, F32(6.0) * w1 + F32(2.0) * w2, F32(2.0) * w1
 
 
+def toy_numpy(w1, w2):
+    value = F32(3.0) * w1 * w1 + F32(2.0) * w1 * w2
+    return value, F32(6.0) * w1 + F32(2.0) * w2, F32(2.0) * w1
+
+
 def seed_toy():
     return Workload(
         "seed_toy", "3*w1**2 + 2*w1*w2 at (5, 3), gradient of both float32 scalars",
-        toy_loss, (F32(5.0), F32(3.0)), (0, 1), toy_reference,
+        toy_loss, (F32(5.0), F32(3.0)), (0, 1), toy_reference, toy_numpy,
         rtol=1e-6, atol=0.0, tolerance_note="small integers: exact in float32",
         arg_names=("w1", "w2"))
 
@@ -233,6 +254,12 @@ def linear_reference(w, b, x):
     return total * inv, dw, db
 
 
+def linear_numpy(w, b, x):
+    y = x @ w + b
+    dy = y * F32(2.0 / y.size)
+    return np.mean(y * y), x.T @ dy, dy.sum(axis=0)
+
+
 def seed_linear():
     # The seed tutorial's numbers (jt.random seed 1, as in eager_overhead.py), as NumPy.
     jt.random.set_seed(1)
@@ -241,7 +268,7 @@ def seed_linear():
     x = np.array([[1.0, 2.0, 3.0, 4.0]], F32)
     return Workload(
         "seed_linear", "x (1x4) @ w (4x3) + b, mean of squares; gradient of w and b",
-        linear_loss, (w, b, x), (0, 1), linear_reference,
+        linear_loss, (w, b, x), (0, 1), linear_reference, linear_numpy,
         rtol=1e-5, atol=0.0, tolerance_note="sums of 4 terms: a few float32 ulps",
         arg_names=("w", "b", "x"))
 
@@ -305,6 +332,23 @@ def mlp_reference(W1, W2, b1, b2, x, labels):
     return F32(total / batch), dW1, dW2, db1, db2
 
 
+def mlp_numpy(W1, W2, b1, b2, x, labels):
+    """Arguments in flattened order, as ``mlp_reference``."""
+    batch = x.shape[0]
+    rows = np.arange(batch)
+    pre = x @ W1 + b1
+    h = np.maximum(pre, F32(0.0))
+    logits = h @ W2 + b2
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    s = e.sum(axis=1, keepdims=True)
+    value = np.mean(m[:, 0] + np.log(s[:, 0]) - logits[rows, labels])
+    dlogits = e * (F32(1.0 / batch) / s)           # softmax / batch
+    dlogits[rows, labels] -= F32(1.0 / batch)
+    dh = (dlogits @ W2.T) * (pre > 0)
+    return value, x.T @ dh, h.T @ dlogits, dh.sum(axis=0), dlogits.sum(axis=0)
+
+
 def mlp():
     rng = np.random.default_rng(20240601)
     batch, n_in, n_hidden, n_out = 256, 784, 128, 10
@@ -319,7 +363,7 @@ def mlp():
     labels = rng.integers(0, n_out, batch).astype(np.int32)
     return Workload(
         "mlp", "MLP 784-128-10, batch 256, ReLU, sparse softmax cross-entropy; grad of 4 params",
-        mlp_loss, (params, x, labels), 0, mlp_reference,
+        mlp_loss, (params, x, labels), 0, mlp_reference, mlp_numpy,
         rtol=1e-4, atol=1e-5,
         tolerance_note="float32 sgemm sums of up to 784 terms in different blockings "
                        "(NumPy's and SciPy's BLAS): rtol 1e-4, atol 1e-5*max|grad| for "
@@ -359,6 +403,15 @@ def logreg_reference(w, b, X, y):
     return F32(total / n), dw, F32(db)
 
 
+def logreg_numpy(w, b, X, y):
+    z = X @ w + b
+    e = np.exp(-np.abs(z))                         # stable softplus and sigmoid
+    softplus = np.maximum(z, F32(0.0)) + np.log1p(e)
+    sig = np.where(z >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e))
+    dz = (sig - y) * F32(1.0 / X.shape[0])
+    return np.mean(softplus - y * z), dz @ X, dz.sum()
+
+
 def logreg():
     rng = np.random.default_rng(7)
     n, d = 10000, 100
@@ -369,7 +422,7 @@ def logreg():
     b = F32(0.1)
     return Workload(
         "logreg", "logistic regression, X 10000x100, mean(softplus(z) - y*z); grad of w, b",
-        logreg_loss, (w, b, X, y), (0, 1), logreg_reference,
+        logreg_loss, (w, b, X, y), (0, 1), logreg_reference, logreg_numpy,
         rtol=1e-4, atol=1e-5,
         tolerance_note="float32 sgemv sums of 10^4 terms in different orders and NumPy's "
                        "SIMD exp/log1p vs libm: rtol 1e-4, atol 1e-5*max|grad|",
@@ -400,12 +453,22 @@ def chain_reference(x):
     return F32(total), dx
 
 
+def chain_numpy(x):
+    e = np.exp(-np.abs(x))
+    softplus = np.maximum(x, F32(0.0)) + np.log1p(e)
+    sig = np.where(x >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e))
+    t = np.tanh(x)
+    g = np.exp(-x * x)
+    dx = sig * t + softplus * (F32(1.0) - t * t) - F32(2.0) * x * g
+    return np.sum(softplus * t + g), dx
+
+
 def elementwise_chain():
     rng = np.random.default_rng(3)
     x = (2.0 * rng.standard_normal(10 ** 6)).astype(F32)
     return Workload(
         "elementwise_chain", "sum(softplus(x)*tanh(x) + exp(-x*x)) on 10^6 float32; grad of x",
-        chain_loss, (x,), 0, chain_reference,
+        chain_loss, (x,), 0, chain_reference, chain_numpy,
         rtol=1e-4, atol=1e-6,
         tolerance_note="elementwise: NumPy's SIMD exp/tanh/log1p vs libm differ by a few "
                        "ulps; the gradient cancels to ~0 near x=-0.6 and x=0, hence "
@@ -431,20 +494,24 @@ def build(name):
         raise SystemExit(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
 
 
-def check_reference(workload):
-    """The reference's value and gradients against the eager tape's."""
+def check_reference(workload, which="numba"):
+    """A reference's value and gradients (``which``: "numba" or "numpy") against the
+    eager tape's."""
     value, grads = workload.eager_step()()
-    ref_value, ref_grads = workload.reference_result()
+    result = workload.numpy_result if which == "numpy" else workload.reference_result
+    ref_value, ref_grads = result()
     return check(workload, np.asarray(value), workload.flat(grads), ref_value, ref_grads)
 
 
 if __name__ == "__main__":
     bad = 0
     for name in WORKLOADS:
-        result = check_reference(build(name))
-        bad += not result["ok"]
-        print(f"{name:18s} {'ok' if result['ok'] else 'MISMATCH'}")
-        for key, r in result.items():
-            if key != "ok":
-                print(f"    {key:16s} {r}")
+        w = build(name)
+        for which in ("numba", "numpy"):
+            result = check_reference(w, which)
+            bad += not result["ok"]
+            print(f"{name:18s} {which:6s} {'ok' if result['ok'] else 'MISMATCH'}")
+            for key, r in result.items():
+                if key != "ok":
+                    print(f"    {key:16s} {r}")
     sys.exit(1 if bad else 0)
