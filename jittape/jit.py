@@ -176,12 +176,11 @@ class Compiled:
             variants.insert(0, entry)
             self._forget_callers()
         result = entry.pack(out)
-        if all(a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim)
-               for a in args):
+        if all(_fast_leaf(a) or _fast_tree(a) for a in args):
             caller = entry.caller
             if caller is None:
                 caller = entry.caller = _caller(entry, args, Compiled.__call__)
-                type(self).__call__ = caller      # the newest signature: the fastest path
+            type(self).__call__ = caller          # the latest signature: the fastest path
             self._fast[_classes(args)] = caller
         return result
 
@@ -492,8 +491,8 @@ class Compiled:
         mode, has_aux, single = self.mode, self.has_aux, self.single
         n_aux = len(aux_vars)
         ranks = [v.ndim for v in outputs]
-        if not has_aux and all(td is None for td, _ in grad_defs):
-            return outputs, _flat_packer(mode, single, dtypes, ranks, self.target)
+        if not has_aux and all(td is None or _expressible(td, n) for td, n in grad_defs):
+            return outputs, _flat_packer(mode, single, dtypes, ranks, self.target, grad_defs)
 
         def pack(out):
             out = [_numpy(x, dt) for x, dt in zip(out, dtypes)]
@@ -581,6 +580,42 @@ class Compiled:
 
     def __repr__(self):
         return f"<jittape compiled {self.mode} of {self.name}>"
+
+
+def _fast_leaf(a):
+    """Whether the fast path takes ``a`` as a kernel argument by its class alone."""
+    return a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim > 0)
+
+
+def _fast_tree(a):
+    """Whether ``a`` is a dict, list or tuple (nested) of such leaves only."""
+    if a.__class__ is dict:
+        return bool(a) and all(_fast_leaf(v) or _fast_tree(v) for v in a.values())
+    if a.__class__ in (list, tuple):
+        return bool(a) and all(_fast_leaf(v) or _fast_tree(v) for v in a)
+    return False
+
+
+def _access(source, value, names, guard, leaves):
+    """Guard conditions and leaf expressions reading ``value`` (found at ``source`` in
+    the caller's arguments) as the fast path does: the structure checked on the way, the
+    leaves in ``tree.flatten``'s order."""
+    cls = value.__class__
+    if cls is dict:
+        keys = sorted(value, key=tree._sort_key)
+        names[f"K{len(names)}"] = frozenset(keys)
+        guard.append(f"{source}.__class__ is dict and {source}.keys() == K{len(names) - 1}")
+        for k in keys:
+            _access(f"{source}[{k!r}]", value[k], names, guard, leaves)
+    elif cls in (list, tuple):
+        guard.append(f"{source}.__class__ is {cls.__name__} and len({source}) == {len(value)}")
+        for j, item in enumerate(value):
+            _access(f"{source}[{j}]", item, names, guard, leaves)
+    else:
+        name = f"C{len(names)}"
+        names[name] = cls
+        guard.append(f"{source}.__class__ is {name}")
+        leaves.append(source)
 
 
 def _classes(args):
@@ -698,8 +733,31 @@ def _grad_or_zeros(ct, t):
     return ct
 
 
-def _flat_packer(mode, single, dtypes, ranks, target):
-    """A packer for flat arguments, written out as one expression (it runs every call).
+def _expressible(td, count):
+    """Whether gradients of this structure can be built by one expression (dicts, lists,
+    tuples and leaves, every leaf differentiable)."""
+    if td.kind == "leaf":
+        return True
+    return (td.kind in ("dict", "list", "tuple") and td.num_leaves == count
+            and all(_expressible(c, c.num_leaves) for c in td.children))
+
+
+def _tree_code(td, items):
+    """Source building the structure ``td`` from the item sources (consumed in order)."""
+    if td.kind == "leaf":
+        return items.pop(0)
+    parts = [_tree_code(c, items) for c in td.children]
+    if td.kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(td.meta, parts)) + "}"
+    if td.kind == "list":
+        return "[" + ", ".join(parts) + "]"
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _flat_packer(mode, single, dtypes, ranks, target, grad_defs=None):
+    """A packer written out as one expression (it runs every call): results as they
+    are, 0-d ones as NumPy scalars, gradients of nested arguments (``grad_defs``) rebuilt
+    as dict, list and tuple displays.
 
     The expression is kept (``pack.expr``, over ``out``, with the names in
     ``pack.names``) so that ``_caller`` can inline it after the kernel call.
@@ -712,6 +770,9 @@ def _flat_packer(mode, single, dtypes, ranks, target):
         value, grads = items[0], items[1:]
     else:
         value, grads = None, items
+    if grad_defs and any(td is not None for td, _ in grad_defs):
+        grads = [_tree_code(td, grads) if td is not None else grads.pop(0)
+                 for td, _ in grad_defs]
     grads_code = grads[0] if single else "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")"
     body = f"({value}, {grads_code})" if value is not None else grads_code
     return _expr_packer(body, names)
@@ -771,10 +832,10 @@ def _caller(entry, args, generic):
     namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
                      generic=generic, SignatureMismatch=SignatureMismatch)
     namespace.update((f"V{k}", v) for k, v in enumerate(entry.captures))
-    guard = []
+    guard, leaves, checks = [], [], {}
     for k, a in enumerate(args):
-        namespace[f"C{k}"] = a.__class__
-        guard.append(f"a{k}.__class__ is C{k}")
+        _access(f"a{k}", a, checks, guard, leaves)
+    namespace.update(checks)
     expr = getattr(entry.pack, "expr", None)
     if expr is None:
         expr = "pack(out)"
@@ -789,7 +850,7 @@ def _caller(entry, args, generic):
     lines = [f"def __call__(self, {params}*rest):",
              f"    if {' and '.join(guard + ['not rest'])}:",
              "        try:",
-             f"            out = kernel({', '.join(names + captured + consts)})",
+             f"            out = kernel({', '.join(leaves + captured + consts)})",
              "        except (TypeError, SignatureMismatch):",
              f"            return self._call({tuple_args})"]
     if entry.guards:
@@ -805,8 +866,12 @@ def _caller(entry, args, generic):
         else:
             namespace[f"T{k}"] = variable.dtype.type
             lines.append(f"        {name}._value = T{k}(out[{k}])")
+    top = " and ".join(f"a{k}.__class__ is T{k}" for k in range(n))
+    namespace.update((f"T{k}", a.__class__) for k, a in enumerate(args))
     lines += ["        self._hits += 1",
               f"        return {expr}",
+              f"    if {top} and not rest:        # the same classes, another structure inside",
+              f"        return self._call({tuple_args})",
               f"    return generic(self, *({given}))"]
     exec(compile("\n".join(lines) + "\n", "<jittape caller>", "exec"), namespace)
     return namespace["__call__"]

@@ -3,8 +3,9 @@ configuration, device buffers kept per signature, staging of arguments, and matr
 products (cuBLAS through CuPy when it is installed, a tiled shared-memory kernel
 otherwise).
 
-The scalar helpers are the CPU runtime's own Python functions (``runtime.SCALAR_HELPERS``)
-compiled as CUDA device functions, so both targets compute the same thing.
+The scalar helpers (sigmoid, softplus, relu) are ``runtime.make_helpers``'s formulas on
+CUDA's math functions, compiled as device functions: the same stable forms as the CPU's
+(``mathlib``).
 """
 
 import math

@@ -35,14 +35,11 @@ def make_helpers(ftype, exp, log1p, maximum, absolute):
 
 HELPER_NAMES = [f"{name}_{suffix}" for suffix in ("f32", "f64")
                 for name in ("sigmoid", "softplus", "relu")]
-SCALAR_HELPERS = dict(zip(HELPER_NAMES, make_helpers(np.float32, np.exp, np.log1p, np.maximum,
-                                                     np.abs)
-                          + make_helpers(np.float64, np.exp, np.log1p, np.maximum, np.abs)))
 
-sigmoid_f32, softplus_f32, relu_f32 = (_jit(SCALAR_HELPERS[n]) for n in
-                                       ("sigmoid_f32", "softplus_f32", "relu_f32"))
-sigmoid_f64, softplus_f64, relu_f64 = (_jit(SCALAR_HELPERS[n]) for n in
-                                       ("sigmoid_f64", "softplus_f64", "relu_f64"))
+# On the CPU, sigmoid and softplus come from mathlib (the same formulas on vectorizable
+# exp and log1p); relu is the one helper of make_helpers that CPU loops call.
+relu_f32 = _jit(make_helpers(np.float32, np.exp, np.log1p, np.maximum, np.abs)[2])
+relu_f64 = _jit(make_helpers(np.float64, np.exp, np.log1p, np.maximum, np.abs)[2])
 
 
 @_jit

@@ -1,0 +1,135 @@
+"""The vectorizable math of generated CPU loops (``codegen/mathlib.py``): accuracy in ulp
+against NumPy in extended precision over each function's whole domain, NumPy's values
+at the special points, and the loops really vectorizing.
+
+The sweep prints its maxima (``pytest -s tests/test_mathlib.py``); the README of the
+benchmarks quotes them.
+"""
+
+import re
+
+import numba
+import numpy as np
+import pytest
+from scipy import special
+
+from jittape.codegen import mathlib
+
+LONG = np.longdouble
+MAX_ULP = 4.0
+
+
+def _softplus(x):
+    return np.logaddexp(x.dtype.type(0), x)
+
+
+REFERENCES = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+              "tanh": np.tanh, "sigmoid": special.expit, "softplus": _softplus}
+SUFFIX = {np.float32: "f32", np.float64: "f64"}
+
+
+def _loop(fn):
+    @numba.njit(error_model="numpy")
+    def apply(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = fn(x[i])
+        return out
+    return apply
+
+
+def _sweep(name, dtype, rng):
+    """Arguments covering the domain: uniform on wide and narrow ranges, log-spaced
+    magnitudes from the smallest subnormal to the largest finite value, both signs,
+    and the neighbourhoods of the thresholds where the algorithms switch."""
+    info = np.finfo(dtype)
+    tiny = float(info.smallest_subnormal)
+    parts = [rng.uniform(-1, 1, 200_000), rng.uniform(-50, 50, 200_000),
+             rng.uniform(-800, 800, 50_000),
+             np.geomspace(tiny, float(info.max), 200_000),
+             np.array([0.5 * np.log(2), np.log(2), 0.34657359, 9.5, 18.0, 22.0, 40.0,
+                       80.0, 88.72, 89.0, 700.0, 709.78, 710.0, -103.97, -104.0, -745.13,
+                       -746.0, 1.0, 2.0, 0.5, np.sqrt(2.0), np.sqrt(0.5)])]
+    x = np.concatenate(parts)
+    x = np.concatenate([x, -x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)])
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
+    x = x[np.isfinite(x)]
+    if name == "log":
+        x = np.abs(x)
+    if name == "log1p":
+        x = x[x > -1]
+    return x
+
+
+def _ulp_errors(name, dtype, x, got):
+    """|got - exact| in units of the last place of the exact value rounded to dtype."""
+    with np.errstate(all="ignore"):
+        exact = REFERENCES[name](x.astype(LONG))
+        rounded = exact.astype(dtype)
+        ulp = np.spacing(np.abs(rounded)).astype(LONG)
+        ulp = np.where(rounded == 0, LONG(np.finfo(dtype).smallest_subnormal), ulp)
+        err = np.abs(got.astype(LONG) - exact) / ulp
+    finite = np.isfinite(rounded)
+    assert np.array_equal(np.isfinite(got[finite]), np.ones(finite.sum(), bool)), name
+    return err[finite]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", mathlib.FUNCTIONS)
+def test_accuracy_over_the_domain(name, dtype):
+    fn = getattr(mathlib, f"{name}_{SUFFIX[dtype]}")
+    x = _sweep(name, dtype, np.random.default_rng(sum(map(ord, name))))
+    got = _loop(fn)(x)
+    assert got.dtype == dtype
+    err = _ulp_errors(name, dtype, x, got)
+    worst = float(err.max())
+    print(f"{name}_{SUFFIX[dtype]}: max error {worst:.2f} ulp over {x.size} arguments")
+    assert worst <= MAX_ULP, f"{name} {np.dtype(dtype).name}: {worst:.2f} ulp at x={x[np.argmax(err)]!r}"
+
+
+SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-320, -1e-320, 1e-45, -1e-45,
+            1e300, -1e300, 3e38, -3e38, 800.0, -800.0, 100.0, -100.0, 1.0, -1.0, -1.5]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", mathlib.FUNCTIONS)
+def test_special_values_match_numpy(name, dtype):
+    with np.errstate(all="ignore"):
+        x = np.array(SPECIALS).astype(dtype)
+        want = REFERENCES[name](x).astype(dtype)
+        if name in ("sigmoid", "softplus"):       # SciPy's float32 expit flushes to 0
+            want = REFERENCES[name](x.astype(LONG)).astype(dtype)
+    got = _loop(getattr(mathlib, f"{name}_{SUFFIX[dtype]}"))(x)
+    for xi, g, w in zip(x, got, want):
+        if np.isnan(w) or np.isinf(w) or w == 0:
+            assert (np.isnan(g) and np.isnan(w)) or (g == w and np.signbit(g) == np.signbit(w)), \
+                f"{name}({xi!r}) = {g!r}, NumPy gives {w!r}"
+        else:
+            assert abs(g - w) <= MAX_ULP * np.spacing(abs(w)), f"{name}({xi!r}) = {g!r} vs {w!r}"
+
+
+@pytest.mark.parametrize("name", mathlib.FUNCTIONS)
+def test_a_loop_of_it_vectorizes(name):
+    loop = _loop(getattr(mathlib, f"{name}_f32"))
+    loop(np.ones(64, np.float32))
+    ir = loop.inspect_llvm(loop.signatures[0])
+    assert re.search(r"<8 x float>", ir), f"a loop of {name}_f32 did not vectorize"
+
+
+def test_callable_from_python_with_the_same_results():
+    x = np.linspace(-5, 5, 11)
+    for name in mathlib.FUNCTIONS:
+        fn = getattr(mathlib, f"{name}_f64")
+        looped = _loop(fn)(np.abs(x) if name.startswith("log") else x)
+        plain = [fn(v) for v in (np.abs(x) if name.startswith("log") else x)]
+        np.testing.assert_array_equal(looped, plain)
+
+
+def test_generated_loops_call_it():
+    import jittape as jt
+    f = jt.value_and_grad(lambda x: jt.sum(jt.softplus(x) * jt.tanh(x) + jt.exp(-x * x)))
+    source = f.lower(np.ones(8, np.float32)).source
+    for name in ("softplus_f32(", "tanh_f32(", "exp_f32(", "sigmoid_f32("):
+        assert name in source
+    assert "np.exp(" not in source and "np.tanh(" not in source
