@@ -323,7 +323,8 @@ def _group(ctx, group, gid, reuse):
         return out
 
     inner = rank - 1
-    if red is not None and rank > 0 and inner in red.params["axis"]:
+    if (red is not None and rank > 0 and inner in red.params["axis"]
+            and (isinstance(group.domain[inner], ir.Dim) or group.domain[inner] >= 2 * LANES)):
         return lines + _lane_reduction(ctx, group, sizes, acc, element, operand)
     indent = ""
     for a in range(rank):
@@ -345,7 +346,7 @@ def _group(ctx, group, gid, reuse):
     return lines
 
 
-LANES = 16          # accumulators of a reduction along the innermost loop
+LANES = 32          # accumulators of a reduction along the innermost loop
 FLUSH = 1024        # float32 lanes of a float32 sum are added into float64 this often
 
 

@@ -31,7 +31,8 @@ How each is computed (x is the argument):
 - ``log1p``: u = 1 + x rounded, log(u) x / (u - 1) (the rounding of u cancels).
 - ``tanh``: e = expm1(2|x|), e / (e + 2), with x's sign.
 - ``sigmoid``: z = exp(-|x|), 1 / (1 + z) or z / (1 + z).
-- ``softplus``: max(x, 0) + log1p(exp(-|x|)).
+- ``softplus``: max(x, 0) + log1p(exp(-|x|)), the log1p by log's series directly
+  (its argument is in [0, 1]: no bits to take apart, one division).
 """
 
 import math
@@ -75,6 +76,32 @@ def bits_float(typingctx, n, like):
         return builder.bitcast(value, llvm.DoubleType() if width == 64 else llvm.FloatType())
 
     return like(n, like), codegen
+
+
+def _host_has_fma():
+    import llvmlite.binding as binding
+    try:
+        return "+fma" in binding.get_host_cpu_features().flatten().split(",")
+    except Exception:                                  # pragma: no cover
+        return False
+
+
+HAS_FMA = _host_has_fma()
+
+
+@intrinsic
+def multiply_add(typingctx, a, b, c):
+    """a * b + c: one fused multiply-add (one rounding) where the CPU has FMA, for the
+    polynomials; a product and a sum elsewhere (llvm.fma would be a libm call there)."""
+    if not (a == b == c and a in (types.float32, types.float64)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        if HAS_FMA:
+            return builder.fma(*args)
+        return builder.fadd(builder.fmul(args[0], args[1]), args[2])
+
+    return a(a, b, c), codegen
 
 
 def _taylor_exp(degree):
@@ -122,6 +149,7 @@ def _make(ftype):
     SUBNORMAL_SCALE = F(2.0 ** SUBNORMAL)
     LOG1P_HUGE = F(c["log1p_huge"])
     SQRT2, ZERO, HALF, ONE, TWO = F(1.4142135623730951), F(0), F(0.5), F(1), F(2)
+    SQRT2_MINUS_ONE = F(0.41421356237309503)
     INF, NAN = F(np.inf), F(np.nan)
     EXP_COEFFS = tuple(F(v) for v in _taylor_exp(c["exp_degree"]))
     EXPM1_COEFFS = EXP_COEFFS[:-2]                  # expm1(r) = r + r^2 (1/2 + r/6 + ...)
@@ -131,7 +159,7 @@ def _make(ftype):
     def horner(r, coeffs):
         acc = coeffs[0]
         for k in coeffs[1:]:                       # a constant tuple: LLVM unrolls it
-            acc = acc * r + k
+            acc = multiply_add(acc, r, k)
         return acc
 
     @_inline
@@ -164,14 +192,19 @@ def _make(ftype):
         return ZERO if x < EXP_MIN else y
 
     @_inline
-    def expm1(x):
+    def expm1_moderate(x):
+        """expm1(x) for x <= EXPM1_BIG (larger x: garbage, for the caller to select away)."""
         k, n, r = reduce(x)
         p = r + r * r * horner(r, EXPM1_COEFFS)
         s = power_of_two(n, x)
         y = s * p + (s - ONE)
-        y = exp(x) if x > EXPM1_BIG else y          # 2^n may overflow there; expm1 = exp
         y = x if x == ZERO else y                   # -0.0 stays -0.0
         return -ONE if x < EXPM1_MIN else y
+
+    @_inline
+    def expm1(x):
+        y = expm1_moderate(x)
+        return exp(x) if x > EXPM1_BIG else y       # 2^n may overflow there; expm1 = exp
 
     @_inline
     def log(x):
@@ -205,7 +238,7 @@ def _make(ftype):
     @_inline
     def tanh(x):
         a = abs(x)
-        e = expm1(TWO * a)
+        e = expm1_moderate(TWO * a)                 # (beyond TANH_ONE, t is 1)
         t = e / (e + TWO)
         t = ONE if a > TANH_ONE else t
         return math.copysign(t, x)
@@ -217,8 +250,21 @@ def _make(ftype):
         return s if x >= ZERO else z * s
 
     @_inline
+    def log1p_unit(z):
+        """log(1 + z) for z in [0, 1] (or NaN): log's series on f = z, or on
+        f = (1 + z)/2 - 1 = (z - 1)/2 plus ln2; no bits, one division."""
+        big = z > SQRT2_MINUS_ONE
+        f = (z - ONE) * HALF if big else z
+        k = ONE if big else ZERO
+        s = f / (TWO + f)
+        w = s * s
+        R = w * horner(w, LOG_COEFFS)
+        hfsq = HALF * f * f
+        return k * LN2_HI - ((hfsq - (s * (hfsq + R) + k * LN2_LO)) - f)
+
+    @_inline
     def softplus(x):
-        return (x if x > ZERO else ZERO) + log1p(exp(-abs(x)))
+        return (x if x > ZERO else ZERO) + log1p_unit(exp(-abs(x)))
 
     return dict(exp=exp, expm1=expm1, log=log, log1p=log1p, tanh=tanh, sigmoid=sigmoid,
                 softplus=softplus)
