@@ -346,7 +346,7 @@ def _group(ctx, group, gid, reuse):
     return lines
 
 
-LANES = 32          # accumulators of a reduction along the innermost loop
+LANES = 64          # accumulators of a reduction along the innermost loop
 FLUSH = 1024        # float32 lanes of a float32 sum are added into float64 this often
 
 
@@ -362,9 +362,9 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     """Loops for a group whose reduction runs along the innermost axis: LANES separate
     accumulators, one per position in each run of LANES elements, so that the loop has
     no dependence from one element to the next and LLVM vectorizes it (without
-    reassociating anything: the order is fixed, the same every run); the lanes are then
-    added in order, with the elements of the last, partial run. A float32 sum keeps
-    float32 lanes, added into a float64 total every FLUSH elements."""
+    reassociating anything: the order is fixed, the same every run); the last run may be
+    shorter. The lanes are then added in order. A float32 sum keeps float32 lanes, added
+    into a float64 total every FLUSH elements."""
     red = group.reduce
     r = red.out
     rank = len(group.domain)
@@ -376,8 +376,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     init_code = names.literal_code(init(r.dtype), acc_dtype)
     lane_init = names.literal_code(init(r.dtype), r.dtype)
     lanes, total = ctx.tmp("lanes"), ctx.tmp("total")
-    lines = [f"{lanes} = empty({LANES}, {names.dtype_code(r.dtype)})",
-             f"main = {sizes[inner]} - {sizes[inner]} % {LANES}"]
+    lines = [f"{lanes} = empty({LANES}, {names.dtype_code(r.dtype)})"]
     indent = ""
     for a in range(inner):
         lines.append(f"{indent}for {names.index_name(a)} in range({sizes[a]}):")
@@ -389,17 +388,14 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     lines += [f"{indent}{total} = {init_code}",
               f"{indent}for lane in range({LANES}):",
               f"{indent}    {lanes}[lane] = {lane_init}",
-              f"{indent}for start in range(0, main, {LANES}):",
-              f"{indent}    for lane in range({LANES}):",
+              f"{indent}for start in range(0, {sizes[inner]}, {LANES}):",
+              f"{indent}    for lane in range(min({LANES}, {sizes[inner]} - start)):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
     lines.append(f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}")
     if wide:        # float32 lanes (a float32 loop vectorizes twice as wide), into float64
         lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:   # every {FLUSH} elements")
         lines += [f"{indent}        {line}" for line in flush]
-    lines.append(f"{indent}for {i} in range(main, {sizes[inner]}):       # the last, partial run")
-    lines += element(indent + "    ")
-    lines.append(f"{indent}    {lanes}[0] = {update.format(acc=f'{lanes}[0]', x=x)}")
     lines += [f"{indent}{line}" for line in flush]
     if r.ndim == 0:
         lines.append(f"{indent}{acc} = {update.format(acc=acc, x=total)}")
