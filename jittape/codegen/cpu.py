@@ -332,18 +332,23 @@ def _group(ctx, group, gid, reuse):
         indent += "    "
     lines += element(indent)
     if red is not None:
-        x = operand(red.inputs[0], red.out.dtype)
-        _, update = red.prim.lowerings["reduce"]
-        r = red.out
-        if r.ndim == 0:
-            lines.append(f"{indent}{acc} = {update.format(acc=acc, x=x)}")
-            lines.append(f"{names.value_name(r)} = {names.dtype_code(r.dtype)}({acc})")
-            lines += ctx.finite_check(red, names.value_name(r), 0)
-        else:
-            target = _reduce_target(red, rank)
-            lines.append(f"{indent}{target} = {update.format(acc=target, x=x)}")
-            lines += ctx.finite_check(red, names.value_name(r), r.ndim)
+        lines += _accumulate(ctx, red, rank, acc, operand(red.inputs[0], red.out.dtype), indent)
     return lines
+
+
+def _accumulate(ctx, red, rank, acc, x, indent):
+    """Lines adding ``x`` (the source of a value, at ``indent``) into the reduction's
+    result: its scalar accumulator ``acc``, then the result (rank 0), or the result's
+    element at the current loop indices."""
+    _, update = red.prim.lowerings["reduce"]
+    r = red.out
+    if r.ndim == 0:
+        return ([f"{indent}{acc} = {update.format(acc=acc, x=x)}",
+                 f"{names.value_name(r)} = {names.dtype_code(r.dtype)}({acc})"]
+                + ctx.finite_check(red, names.value_name(r), 0))
+    target = _reduce_target(red, rank)
+    return ([f"{indent}{target} = {update.format(acc=target, x=x)}"]
+            + ctx.finite_check(red, names.value_name(r), r.ndim))
 
 
 LANES = 64          # accumulators of a reduction along the innermost loop
@@ -397,15 +402,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
         lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:   # every {FLUSH} elements")
         lines += [f"{indent}        {line}" for line in flush]
     lines += [f"{indent}{line}" for line in flush]
-    if r.ndim == 0:
-        lines.append(f"{indent}{acc} = {update.format(acc=acc, x=total)}")
-        lines.append(f"{names.value_name(r)} = {names.dtype_code(r.dtype)}({acc})")
-        lines += ctx.finite_check(red, names.value_name(r), 0)
-    else:
-        target = _reduce_target(red, rank)
-        lines.append(f"{indent}{target} = {update.format(acc=target, x=total)}")
-        lines += ctx.finite_check(red, names.value_name(r), r.ndim)
-    return lines
+    return lines + _accumulate(ctx, red, rank, acc, total, indent)
 
 
 def _alloc(ctx, v, reuse, shape, fill=None):

@@ -357,19 +357,8 @@ def _group_kernel(ctx, group, kname, buffer):
                      "for f in range(cuda.grid(1), n, cuda.gridsize(1)):"]
             body += _split_index("f", sizes, list(range(rank)), "    ")
             body += element("    ")
-            body += [f"    acc = {step}",
-                     "t = cuda.threadIdx.x",
-                     "shared[t] = acc",
-                     "cuda.syncthreads()",
-                     "half = THREADS // 2",
-                     "while half > 0:                  # a tree over the block",
-                     "    if t < half:",
-                     "        other = shared[t + half]",
-                     f"        shared[t] = {device_code(update.format(acc='shared[t]', x='other'))}",
-                     "    cuda.syncthreads()",
-                     "    half //= 2",
-                     "if t == 0:",
-                     f"    {kname}_partials[cuda.blockIdx.x] = shared[0]"]
+            body += [f"    acc = {step}", "t = cuda.threadIdx.x"]
+            body += _block_tree(update, f"{kname}_partials[cuda.blockIdx.x] = shared[0]", "")
             params.append(f"{kname}_partials")
             total = launch_n
         else:
@@ -388,19 +377,9 @@ def _group_kernel(ctx, group, kname, buffer):
                      "    for f in range(t, m, THREADS):"]
             rows += _split_index("f", sizes, sorted(reduced), "        ", "q")
             rows += element("        ")
-            rows += [f"        acc = {step}",
-                     "    shared[t] = acc",
-                     "    cuda.syncthreads()",
-                     "    half = THREADS // 2",
-                     "    while half > 0:",
-                     "        if t < half:",
-                     "            other = shared[t + half]",
-                     f"            shared[t] = {device_code(update.format(acc='shared[t]', x='other'))}",
-                     "        cuda.syncthreads()",
-                     "        half //= 2",
-                     "    if t == 0:",
-                     f"        {target} = {names.dtype_code(r.dtype)}(shared[0])",
-                     "    cuda.syncthreads()           # shared is rewritten for the next o"]
+            rows.append(f"        acc = {step}")
+            rows += _block_tree(update, f"{target} = {names.dtype_code(r.dtype)}(shared[0])", "    ")
+            rows.append("    cuda.syncthreads()           # shared is rewritten for the next o")
             # many short ones: a thread per output element, looping over the reduced axes
             body.append("for f in range(cuda.grid(1), n, cuda.gridsize(1)):")
             body += _split_index("f", sizes, kept, "    ")
@@ -445,18 +424,8 @@ def _group_kernel(ctx, group, kname, buffer):
                    "    t = cuda.threadIdx.x",
                    f"    acc = {names.literal_code(init(r.dtype), acc_dt)}",
                    "    for k in range(t, count, THREADS):",
-                   f"        acc = {device_code(update.format(acc='acc', x='partials[k]'))}",
-                   "    shared[t] = acc",
-                   "    cuda.syncthreads()",
-                   "    half = THREADS // 2",
-                   "    while half > 0:",
-                   "        if t < half:",
-                   "            other = shared[t + half]",
-                   f"            shared[t] = {device_code(update.format(acc='shared[t]', x='other'))}",
-                   "        cuda.syncthreads()",
-                   "        half //= 2",
-                   "    if t == 0:",
-                   f"        out[0] = {names.dtype_code(r.dtype)}(shared[0])"]
+                   f"        acc = {device_code(update.format(acc='acc', x='partials[k]'))}"]
+        source += _block_tree(update, f"out[0] = {names.dtype_code(r.dtype)}(shared[0])", "    ")
     elif partial:
         args += list(dims.values())
         launch.append(f"m = {reduced_total}")
@@ -469,6 +438,23 @@ def _group_kernel(ctx, group, kname, buffer):
         args += list(dims.values())
         launch.append(f"{kname}[blocks(n), THREADS]({', '.join(args)})")
     return "\n".join(source), launch, allocs
+
+
+def _block_tree(update, store, indent):
+    """Kernel lines reducing each thread's ``acc`` over the block, a tree in shared
+    memory (the same order every run), then thread 0 runs ``store`` (reading shared[0])."""
+    lines = ["shared[t] = acc",
+             "cuda.syncthreads()",
+             "half = THREADS // 2",
+             "while half > 0:                  # a tree over the block",
+             "    if t < half:",
+             "        other = shared[t + half]",
+             f"        shared[t] = {device_code(update.format(acc='shared[t]', x='other'))}",
+             "    cuda.syncthreads()",
+             "    half //= 2",
+             "if t == 0:",
+             f"    {store}"]
+    return [indent + line for line in lines]
 
 
 def _node(ctx, node):
