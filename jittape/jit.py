@@ -866,8 +866,8 @@ def _caller(entry, args, generic):
         else:
             namespace[f"T{k}"] = variable.dtype.type
             lines.append(f"        {name}._value = T{k}(out[{k}])")
-    top = " and ".join(f"a{k}.__class__ is T{k}" for k in range(n))
-    namespace.update((f"T{k}", a.__class__) for k, a in enumerate(args))
+    top = " and ".join([f"a{k}.__class__ is A{k}" for k in range(n)] + ["True"])
+    namespace.update((f"A{k}", a.__class__) for k, a in enumerate(args))
     lines += ["        self._hits += 1",
               f"        return {expr}",
               f"    if {top} and not rest:        # the same classes, another structure inside",
