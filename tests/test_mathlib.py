@@ -133,3 +133,34 @@ def test_generated_loops_call_it():
     for name in ("softplus_f32(", "tanh_f32(", "exp_f32(", "sigmoid_f32("):
         assert name in source
     assert "np.exp(" not in source and "np.tanh(" not in source
+
+
+def test_a_new_process_takes_the_compiled_functions_from_the_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    script = (
+        "import sys, numpy as np, numba\n"
+        "from jittape.codegen import mathlib\n"
+        "if sys.argv[1] == 'cached':\n"
+        "    from numba.core.base import BaseContext\n"
+        "    def again(*args, **kwargs):\n"
+        "        raise AssertionError('compiled again')\n"
+        "    BaseContext.compile_subroutine = again\n"
+        "@numba.njit(error_model='numpy')\n"
+        "def f(x):\n"
+        "    return mathlib.softplus_f32(x[0]) + np.float32(mathlib.exp_f64(1.0))\n"
+        "print(repr(f(np.ones(1, np.float32))))\n")
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", script, "fresh"], env=env, check=True,
+                           capture_output=True, text=True).stdout
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "mathlib").iterdir()) == \
+        ["exp_f64", "softplus_f32"]
+    second = subprocess.run([sys.executable, "-c", script, "cached"], env=env,
+                            capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert second.stdout == first
+    (tmp_path / "mathlib" / os.listdir(tmp_path / "mathlib")[0]).write_text("garbage")
+    third = subprocess.run([sys.executable, "-c", script, "fresh"], env=env, check=True,
+                           capture_output=True, text=True).stdout
+    assert third == first                          # a broken file: compiled again

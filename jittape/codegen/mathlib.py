@@ -36,11 +36,14 @@ How each is computed (x is the argument):
 """
 
 import math
+import os
 
 import numba
 import numpy as np
+from llvmlite import binding
 from llvmlite import ir as llvm
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 _inline = numba.njit(inline="always", error_model="numpy")
@@ -280,16 +283,75 @@ def _flags():
 _FLAGS = _flags()
 
 
+_SUBROUTINES = {}                      # (name, id of the target context) -> (library, symbol)
+
+
+def _subroutine(context, builder, name, core, float_type):
+    """The code library holding ``core`` compiled for ``float_type`` and its symbol: made
+    once per process, from the LLVM IR kept in the disk cache when it is there (compiling
+    these functions is most of what a new process would otherwise spend on them), else
+    compiled now (``compile_subroutine``) and its IR kept for the next process."""
+    key = (name, id(context))
+    found = _SUBROUTINES.get(key)
+    if found is not None:
+        return found
+    path = _ir_path(name)
+    if path is not None and os.path.exists(path):
+        try:
+            with open(path) as f:
+                symbol, text = f.read().split("\n", 1)
+            library = context.codegen().create_library(f"jittape.mathlib.{name}")
+            library.add_llvm_module(binding.parse_assembly(text))
+            library.finalize()
+            found = _SUBROUTINES[key] = (library, symbol)
+            return found
+        except Exception:                              # a stale or broken file: compile
+            pass
+    compiled = context.compile_subroutine(builder, core.py_func, float_type(float_type),
+                                          flags=_FLAGS)
+    found = _SUBROUTINES[key] = (compiled.library, compiled.fndesc.llvm_func_name)
+    if path is not None:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(found[1] + "\n" + compiled.library.get_llvm_str())
+            os.replace(tmp, path)                      # whole or not at all
+        except OSError:
+            pass                                       # an unwritable cache: no file
+    return found
+
+
+def _ir_path(name):
+    """Where the LLVM IR of ``name`` is kept: the disk cache, under a key of this
+    module's source and the Numba and llvmlite versions (None: no disk cache)."""
+    from .. import config
+    base = config.cache_dir()
+    if not base:
+        return None
+    global _SOURCE_KEY
+    if _SOURCE_KEY is None:
+        import hashlib
+        import llvmlite
+        with open(__file__, "rb") as f:
+            text = f.read() + numba.__version__.encode() + llvmlite.__version__.encode()
+        _SOURCE_KEY = hashlib.sha256(text + str(HAS_FMA).encode()).hexdigest()[:16]
+    return os.path.join(base, "mathlib", f"{name}-{_SOURCE_KEY}.ll")
+
+
+_SOURCE_KEY = None
+
+
 def _public(name, ftype, core):
     """``name`` as generated code calls it.
 
     In compiled code a call expands (``overload(inline="always")``) to an intrinsic
-    that compiles ``core`` once per process as an internal function of the calling
-    module (``compile_internal``), which LLVM inlines into the loop and vectorizes; a
-    plain ``njit`` function would stay a call into another library, and Numba's
-    ``inline="always"`` at every call site would type the whole body again each time
-    (seconds per kernel). From Python (``f.lower(...).python``) it runs ``core`` compiled
-    on its own."""
+    that calls ``core`` compiled once per process (``_subroutine``, from the disk cache's
+    LLVM IR when it has it) and linked into the calling module, the call marked
+    ``alwaysinline``: LLVM inlines it into the loop and vectorizes it. A plain ``njit``
+    function would stay a call into another library, and Numba's ``inline="always"`` at
+    every call site would type the whole body again each time (seconds per kernel).
+    From Python (``f.lower(...).python``) it runs ``core`` compiled on its own."""
     float_type = numba.from_dtype(np.dtype(ftype))
 
     @intrinsic
@@ -299,10 +361,11 @@ def _public(name, ftype, core):
 
         def codegen(context, builder, signature, args):
             value = context.cast(builder, args[0], x, float_type)
-            sig = float_type(float_type)
-            compiled = context.compile_subroutine(builder, core.py_func, sig, flags=_FLAGS)
-            result = context.call_internal(builder, compiled.fndesc, sig, [value])
-            callee = compiled.fndesc.llvm_func_name
+            library, callee = _subroutine(context, builder, name, core, float_type)
+            context.active_code_library.add_linking_library(library)
+            fnty = context.call_conv.get_function_type(float_type, [float_type])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, callee)
+            _, result = context.call_conv.call_function(builder, fn, float_type, [float_type], [value])
             for block in builder.function.blocks:       # inlined whatever its size
                 for instr in block.instructions:
                     if isinstance(instr, llvm.CallInstr) and getattr(instr.callee, "name", None) == callee:
