@@ -605,8 +605,10 @@ def _access(source, value, names, guard, leaves):
         keys = sorted(value, key=tree._sort_key)
         names[f"K{len(names)}"] = frozenset(keys)
         guard.append(f"{source}.__class__ is dict and {source}.keys() == K{len(names) - 1}")
-        for k in keys:
-            _access(f"{source}[{k!r}]", value[k], names, guard, leaves)
+        for k in keys:                    # keys by name: any hashable, whatever its repr
+            key = f"K{len(names)}"
+            names[key] = k
+            _access(f"{source}[{key}]", value[k], names, guard, leaves)
     elif cls in (list, tuple):
         guard.append(f"{source}.__class__ is {cls.__name__} and len({source}) == {len(value)}")
         for j, item in enumerate(value):
@@ -742,13 +744,18 @@ def _expressible(td, count):
             and all(_expressible(c, c.num_leaves) for c in td.children))
 
 
-def _tree_code(td, items):
-    """Source building the structure ``td`` from the item sources (consumed in order)."""
+def _tree_code(td, items, names):
+    """Source building the structure ``td`` from the item sources (consumed in order);
+    dict keys are bound in ``names``."""
     if td.kind == "leaf":
         return items.pop(0)
-    parts = [_tree_code(c, items) for c in td.children]
+    parts = [_tree_code(c, items, names) for c in td.children]
     if td.kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(td.meta, parts)) + "}"
+        keys = []
+        for k in td.meta:
+            keys.append(f"KEY{len(names)}")
+            names[keys[-1]] = k
+        return "{" + ", ".join(f"{k}: {p}" for k, p in zip(keys, parts)) + "}"
     if td.kind == "list":
         return "[" + ", ".join(parts) + "]"
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
@@ -771,7 +778,7 @@ def _flat_packer(mode, single, dtypes, ranks, target, grad_defs=None):
     else:
         value, grads = None, items
     if grad_defs and any(td is not None for td, _ in grad_defs):
-        grads = [_tree_code(td, grads) if td is not None else grads.pop(0)
+        grads = [_tree_code(td, grads, names) if td is not None else grads.pop(0)
                  for td, _ in grad_defs]
     grads_code = grads[0] if single else "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")"
     body = f"({value}, {grads_code})" if value is not None else grads_code

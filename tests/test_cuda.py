@@ -218,3 +218,11 @@ def test_check_numerics_on_cuda_is_a_clear_error():
             jt.grad(lambda x: jt.sum(x * x), target="cuda")(np.ones(3))
     finally:
         jt.config.check_numerics = False
+
+
+def test_partial_reductions_with_no_output_elements_on_cuda():
+    f = jt.function(lambda x: (jt.sum(x * 2, axis=1), jt.sum(x, axis=0)), target="cuda")
+    rows, cols = f(np.zeros((0, 5), np.float32))
+    assert rows.shape == (0,) and cols.shape == (5,) and np.all(cols == 0)
+    source = f.lower(np.zeros((0, 5), np.float32)).source
+    assert "max(1, min(n, MAX_BLOCKS))" in source     # never a grid of no blocks

@@ -208,6 +208,23 @@ def test_the_fast_call_path_takes_dicts_lists_and_tuples_of_arrays(cache_dir, mo
         f({"w": params["w"]}, x)
 
 
+@pytest.mark.parametrize("keys", [(np.str_("a"), np.str_("b")), (1.5, float("inf")),
+                                  (("t", 1), ("t", 2))], ids=["numpy-str", "float", "tuple"])
+def test_dict_keys_of_any_kind_in_the_fast_path_and_the_gradients(cache_dir, keys):
+    import enum
+    f = jt.value_and_grad(lambda p: jt.sum(p[keys[0]] * p[keys[1]]))
+    a, b = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    for _ in range(3):                            # the full path, then the generated one
+        value, grads = f({keys[0]: a, keys[1]: b})
+        assert value == 3 and set(grads) == set(keys)
+        np.testing.assert_array_equal(grads[keys[0]], b)
+        np.testing.assert_array_equal(grads[keys[1]], a)
+    Color = enum.Enum("Color", "RED GREEN")
+    g = jt.grad(lambda p: jt.sum(p[Color.RED] ** 2))
+    for _ in range(2):
+        np.testing.assert_array_equal(g({Color.RED: a})[Color.RED], 2 * a)
+
+
 def test_the_fast_call_path_returns_numpy_scalars_of_the_graph_dtype(cache_dir):
     f = jt.grad(lambda a, b: a * b, argnums=(0, 1))
     for dtype in (np.float32, np.float64):

@@ -430,7 +430,7 @@ def _group_kernel(ctx, group, kname, buffer):
         args += list(dims.values())
         launch.append(f"m = {reduced_total}")
         launch.append("if m >= THREADS or n < 4 * THREADS:     # long reductions, or few")
-        launch.append(f"    {kname}_rows[min(n, MAX_BLOCKS), THREADS]"
+        launch.append(f"    {kname}_rows[max(1, min(n, MAX_BLOCKS)), THREADS]"
                       f"({', '.join(args[:1] + ['m'] + args[1:])})")
         launch.append("else:")
         launch.append(f"    {kname}[blocks(n), THREADS]({', '.join(args)})")
