@@ -362,12 +362,9 @@ def print_report(report):
 
 def plot(report, path):
     """Bar chart of the medians, log time axis; False (and says why) without matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install matplotlib)")
+    from jittape.__main__ import pyplot
+    plt = pyplot()
+    if plt is None:
         return False
     import numpy as np
     names = list(report["workloads"])

@@ -262,15 +262,24 @@ def timing_table(seeds):
     return rows
 
 
-def plot(path, losses):
-    """The loss curve, and the seed tutorial's functions with their gradients."""
-    import jittape as jt
+def pyplot():
+    """matplotlib's pyplot on a backend that needs no screen, or None (and says so) when
+    matplotlib is not installed: the demo and the benchmark runner plot to files."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed (pip install -e '.[demo]'): no plot written")
+        return None
+    return plt
+
+
+def plot(path, losses):
+    """The loss curve, and the seed tutorial's functions with their gradients."""
+    import jittape as jt
+    plt = pyplot()
+    if plt is None:
         return None
     x1 = jt.Variable(np.linspace(-15.0, 15.0, 151, dtype=np.float32))
     x2 = jt.Variable(np.linspace(-15.0, 15.0, 151, dtype=np.float32))
