@@ -51,11 +51,13 @@ How.
   (``timing.measure``): each step once per round, so noise on a shared machine slows
   every column alike. One timing repeats a step for about ``--seconds`` (0.15 s;
   ``--quick``: 0.01 s).
-* Threads (``--threads``, default 1): one thread for every BLAS (set before NumPy loads;
-  run as ``python -m jittape``, the runner starts itself anew for that), for PyTorch's
-  and TensorFlow's thread pools, XLA's Eigen pool and inductor's compile workers. The
-  jittape and Numba columns run on one thread anyway, so every column does the same
-  work on one core. ``--threads 0`` leaves every library's default.
+* Threads (``--threads``, default 1): the process runs on that many cores
+  (``timing.pin_cores``: XLA's CPU runtime keeps a thread per core whatever its flags
+  say, so without this JAX used two cores where the others used one), with one thread
+  for every BLAS (set before NumPy loads; run as ``python -m jittape``, the runner
+  starts itself anew for that), for PyTorch's and TensorFlow's thread pools, XLA's
+  Eigen pool and inductor's compile workers. Every column does the same work on the
+  same cores. ``--threads 0`` leaves every library's default and all cores.
 
 Output: a table (workloads x systems) printed to stdout, the steady-state median under
 each system with, below it, the ratio of its time to jittape compiled (above 1: slower
@@ -82,7 +84,7 @@ from dataclasses import dataclass
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
-from timing import machine_info, measure, pin_threads, ratio, threads_pinned  # noqa: E402
+from timing import machine_info, measure, pin_cores, pin_threads, ratio, threads_pinned  # noqa: E402
 
 PROG_VAR = "JITTAPE_BENCH_PROG"
 PEERS_HINT = "pip install -e '.[peers]'"
@@ -444,6 +446,7 @@ def main(argv=None, prog="python -m jittape bench"):
             env[PROG_VAR] = prog
             return subprocess.call([sys.executable, os.path.abspath(__file__), *argv], env=env)
         pin_threads(args.threads)
+    cores = pin_cores(args.threads) if args.threads > 0 else []
     if args.quick:
         args.seconds = QUICK_SECONDS
 
@@ -452,7 +455,7 @@ def main(argv=None, prog="python -m jittape bench"):
     saved = {var: os.environ.get(var) for var in fresh}
     os.environ.update(fresh)
     try:
-        return run(args, parser, f"{prog} {shlex.join(argv)}".strip())
+        return run(args, parser, f"{prog} {shlex.join(argv)}".strip(), cores)
     finally:
         for var, value in saved.items():
             if value is None:
@@ -472,7 +475,7 @@ def _choose(option, known, what, parser):
     return chosen
 
 
-def run(args, parser, command):
+def run(args, parser, command, cores=()):
     started = time.perf_counter()
     import peers
     peers.prepare_environment(args.threads)
@@ -492,7 +495,8 @@ def run(args, parser, command):
         "benchmark": "value and gradients per call: jittape, hand-written references, peers",
         "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(jt), "threads": args.threads, "repeat": args.repeat,
+        "machine": machine_info(jt), "threads": args.threads,
+        "cores": list(cores), "repeat": args.repeat,
         "seconds_per_timing": args.seconds, "frameworks": frameworks, "systems": {},
         "workloads": {}}
     report["machine"]["peers"] = {n: f.get("version") for n, f in frameworks.items()}

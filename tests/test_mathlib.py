@@ -24,7 +24,8 @@ def _softplus(x):
 
 
 REFERENCES = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
-              "tanh": np.tanh, "sigmoid": special.expit, "softplus": _softplus}
+              "tanh": np.tanh, "sigmoid": special.expit, "softplus": _softplus,
+              "relu": lambda x: np.maximum(x, x.dtype.type(0))}
 SUFFIX = {np.float32: "f32", np.float64: "f64"}
 
 

@@ -27,11 +27,12 @@ import numpy as np
 
 from jittape.errors import NumericsError, SignatureMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, matmul2d, relu_f32, relu_f64, slice_length, slice_start, slice_step, zeros,
+    dot, empty, matmul2d, slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
-    sigmoid_f32, sigmoid_f64, softplus_f32, softplus_f64, tanh_f32, tanh_f64,
+    relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, softplus_f32, softplus_f64, tanh_f32,
+    tanh_f64,
 )
 
 '''
@@ -369,7 +370,8 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     no dependence from one element to the next and LLVM vectorizes it (without
     reassociating anything: the order is fixed, the same every run); the last run may be
     shorter. The lanes are then added in order. A float32 sum keeps float32 lanes, added
-    into a float64 total every FLUSH elements."""
+    into a float64 total every FLUSH elements. Rows shorter than LANES use as many lanes
+    as they have elements, so a row of ten costs ten lanes, not LANES."""
     red = group.reduce
     r = red.out
     rank = len(group.domain)
@@ -380,18 +382,19 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     acc_dtype = np.dtype(np.float64) if wide else r.dtype
     init_code = names.literal_code(init(r.dtype), acc_dtype)
     lane_init = names.literal_code(init(r.dtype), r.dtype)
-    lanes, total = ctx.tmp("lanes"), ctx.tmp("total")
-    lines = [f"{lanes} = empty({LANES}, {names.dtype_code(r.dtype)})"]
+    lanes, total, used = ctx.tmp("lanes"), ctx.tmp("total"), ctx.tmp("used")
+    lines = [f"{lanes} = empty({LANES}, {names.dtype_code(r.dtype)})",
+             f"{used} = min({LANES}, {sizes[inner]})   # lanes in use: fewer on short rows"]
     indent = ""
     for a in range(inner):
         lines.append(f"{indent}for {names.index_name(a)} in range({sizes[a]}):")
         indent += "    "
     x = operand(red.inputs[0], r.dtype)
-    flush = [f"for lane in range({LANES}):",
+    flush = [f"for lane in range({used}):",
              f"    {total} = {update.format(acc=total, x=f'{lanes}[lane]')}",
              f"    {lanes}[lane] = {lane_init}"]
     lines += [f"{indent}{total} = {init_code}",
-              f"{indent}for lane in range({LANES}):",
+              f"{indent}for lane in range({used}):",
               f"{indent}    {lanes}[lane] = {lane_init}",
               f"{indent}for start in range(0, {sizes[inner]}, {LANES}):",
               f"{indent}    for lane in range(min({LANES}, {sizes[inner]} - start)):",

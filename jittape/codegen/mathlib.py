@@ -33,6 +33,8 @@ How each is computed (x is the argument):
 - ``sigmoid``: z = exp(-|x|), 1 / (1 + z) or z / (1 + z).
 - ``softplus``: max(x, 0) + log1p(exp(-|x|)), the log1p by log's series directly
   (its argument is in [0, 1]: no bits to take apart, one division).
+- ``relu``: ``np.maximum(x, 0)`` as a select (a call to a compiled helper would keep
+  the loop around it scalar).
 """
 
 import math
@@ -269,8 +271,13 @@ def _make(ftype):
     def softplus(x):
         return (x if x > ZERO else ZERO) + log1p_unit(exp(-abs(x)))
 
+    @_inline
+    def relu(x):
+        # np.maximum(x, 0): x where x > 0 or x is NaN, else +0 (also for -0)
+        return x if (x > ZERO or x != x) else ZERO
+
     return dict(exp=exp, expm1=expm1, log=log, log1p=log1p, tanh=tanh, sigmoid=sigmoid,
-                softplus=softplus)
+                softplus=softplus, relu=relu)
 
 
 def _flags():
@@ -383,7 +390,7 @@ def _public(name, ftype, core):
     return python
 
 
-FUNCTIONS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus")
+FUNCTIONS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "relu")
 NAMES = []
 for _ftype, _suffix in ((np.float32, "f32"), (np.float64, "f64")):
     for _name, _fn in _make(_ftype).items():

@@ -7,6 +7,8 @@ differ only in their constants' types, so that float32 code stays float32.
 import numba
 import numpy as np
 
+from .gemm import SMALL, product
+
 _jit = numba.njit(cache=True)
 
 
@@ -36,10 +38,8 @@ def make_helpers(ftype, exp, log1p, maximum, absolute):
 HELPER_NAMES = [f"{name}_{suffix}" for suffix in ("f32", "f64")
                 for name in ("sigmoid", "softplus", "relu")]
 
-# On the CPU, sigmoid and softplus come from mathlib (the same formulas on vectorizable
-# exp and log1p); relu is the one helper of make_helpers that CPU loops call.
-relu_f32 = _jit(make_helpers(np.float32, np.exp, np.log1p, np.maximum, np.abs)[2])
-relu_f64 = _jit(make_helpers(np.float64, np.exp, np.log1p, np.maximum, np.abs)[2])
+# On the CPU all three come from mathlib (the same formulas, inlined into the loops so
+# that they vectorize); CUDA kernels compile make_helpers on CUDA's functions.
 
 
 @_jit
@@ -84,14 +84,15 @@ def zeros(shape, dtype):
 
 @numba.njit(cache=True)
 def matmul2d(a, b):
-    """a @ b for matrices: BLAS, or a plain loop when the product is too small for the
-    cost of a BLAS call to pay off (the seed examples' 1x4 @ 4x3)."""
+    """a @ b for matrices: ``gemm.product`` (a packed, register-blocked product for
+    float32 and float64, BLAS otherwise), or a plain loop when the product is too small
+    for packing to pay off (the seed examples' 1x4 @ 4x3)."""
     n, k = a.shape
     m = b.shape[1]
     if b.shape[0] != k:
         raise ValueError("matmul: operand shapes are not aligned")
-    if n * k * m > 2048:
-        return np.dot(a, b)
+    if n * k * m > SMALL:
+        return product(a, b)
     out = np.zeros((n, m), a.dtype)
     for i in range(n):
         for p in range(k):

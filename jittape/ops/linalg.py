@@ -159,7 +159,8 @@ def einsum(spec, *operands):
 # -- lowerings ---------------------------------------------------------------------------
 
 def _lower_matmul(ctx, node):
-    """np.dot (BLAS) per matrix; a loop over the broadcast batch axes."""
+    """runtime.matmul2d per matrix (np.dot where an operand is a vector); a loop over
+    the broadcast batch axes."""
     x, y = node.inputs
     out = node.out
     dt = ctx.dtype(out.dtype)
@@ -197,7 +198,7 @@ def _lower_matmul(ctx, node):
             items.append("0" if d == 1 else idx[batch - lead + a])
         return f"{name}[{', '.join(items + [':', ':'])}]"
 
-    res = f"dot({operand(x, xn)}, {operand(y, yn)})"
+    res = f"{'matmul2d' if x.ndim > 1 and y.ndim > 1 else 'dot'}({operand(x, xn)}, {operand(y, yn)})"
     lines.append(f"{inner}{o}[{', '.join(idx)}] = {res}")
     return lines
 

@@ -1,0 +1,115 @@
+"""The packed matrix product of generated CPU code (``codegen/gemm.py``): exact enough
+against extended precision for every shape class (full tiles, edge rows and columns,
+inner dimensions across several blocks, empty), every layout (C, Fortran, transposed,
+negative and odd strides), both float types; deterministic; other dtypes through
+``np.dot``; and the micro-kernel's IR."""
+
+import numba
+import numpy as np
+import pytest
+from llvmlite import binding
+
+from jittape.codegen import gemm
+from jittape.codegen.runtime import matmul2d
+
+SHAPES = [(1, 1, 1), (5, 7, 3), (6, 4, 16), (7, 300, 17), (13, 257, 33), (97, 513, 8),
+          (256, 784, 128), (12, 1000, 40), (3, 2000, 1)]
+
+
+def _layouts(a, b):
+    yield "C", a, b
+    yield "F", np.asfortranarray(a), np.asfortranarray(b)
+    yield "transposed", np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
+    yield "reversed", a[::-1].copy()[::-1], b[:, ::-1].copy()[:, ::-1]
+    yield "every other", np.repeat(a, 2, axis=1)[:, ::2], np.repeat(b, 2, axis=0)[::2]
+
+
+def _check(a, b, got):
+    exact = a.astype(np.longdouble) @ b.astype(np.longdouble)
+    eps = np.finfo(a.dtype).eps
+    scale = np.abs(a).astype(np.longdouble) @ np.abs(b).astype(np.longdouble)
+    assert got.dtype == a.dtype and got.shape == exact.shape
+    # a sum of k products, each term rounded at most twice: k * eps of the absolute sum
+    bound = (a.shape[1] + 2) * eps * scale
+    assert np.all(np.abs(got - exact) <= bound + np.finfo(a.dtype).tiny)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_matches_extended_precision_in_every_layout(shape, dtype):
+    m, k, n = shape
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    for name, x, y in _layouts(a, b):
+        np.testing.assert_array_equal(x, a)
+        got = gemm._gemm(x, y)
+        _check(a, b, got)
+        assert got.flags.c_contiguous, name
+
+
+def test_rows_with_strides_that_are_not_whole_elements():
+    buf = np.zeros(400, np.uint8)
+    a = np.ndarray((5, 6), np.float32, buf, strides=(26, 4))   # 26-byte rows
+    a[...] = np.arange(30, dtype=np.float32).reshape(5, 6)
+    b = np.linspace(-1, 1, 6 * 20, dtype=np.float32).reshape(6, 20)
+    _check(a, b, gemm._gemm(a, b))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (3, 0, 4), (3, 4, 0), (0, 0, 0)])
+def test_empty_products_are_zeros_of_their_shape(shape):
+    m, k, n = shape
+    got = gemm._gemm(np.ones((m, k), np.float32), np.ones((k, n), np.float32))
+    assert got.shape == (m, n) and got.dtype == np.float32 and not got.any()
+
+
+def test_results_are_the_same_on_every_call():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((97, 1500)).astype(np.float32)
+    b = rng.standard_normal((1500, 37)).astype(np.float32)
+    first = gemm._gemm(a, b)
+    for _ in range(3):
+        np.testing.assert_array_equal(gemm._gemm(a, b), first)
+
+
+def test_special_values_propagate_like_a_sum():
+    a = np.ones((7, 5), np.float64)
+    b = np.ones((5, 17), np.float64)
+    a[2, 3] = np.nan
+    b[1, 4] = np.inf
+    got = gemm._gemm(a, b)
+    want = a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isfinite(want)], want[np.isfinite(want)])
+    assert np.isinf(got[0, 4])
+
+
+def test_other_dtypes_go_to_numpy_dot():
+    @numba.njit
+    def call(a, b):
+        return gemm.product(a, b)
+
+    a = (np.arange(12) + 1j).reshape(3, 4)
+    b = (np.arange(20) - 2j).reshape(4, 5)
+    np.testing.assert_allclose(call(a, b), a @ b)
+    x = np.ones((40, 50), np.float32)
+    np.testing.assert_array_equal(call(x, x.T), np.full((40, 40), 50, np.float32))
+
+
+def test_matmul2d_small_and_large_products_and_misaligned_shapes():
+    small = matmul2d(np.ones((1, 4)), np.ones((4, 3)))
+    np.testing.assert_array_equal(small, np.full((1, 3), 4.0))
+    a = np.ones((64, 64), np.float32)
+    np.testing.assert_array_equal(matmul2d(a, a), np.full((64, 64), 64, np.float32))
+    with pytest.raises(ValueError, match="not aligned"):
+        matmul2d(np.ones((2, 3)), np.ones((4, 2)))
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("fma", [True, False])
+def test_the_tile_ir_is_valid_and_vector_wide(bits, fma):
+    text = gemm.tile_ir(bits, fma=fma)
+    binding.parse_assembly(text).verify()
+    lanes = gemm.LANES[bits]
+    assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
+    assert ("@llvm.fma" in text.split("declare")[0]) == fma
