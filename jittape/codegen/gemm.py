@@ -222,12 +222,43 @@ def _gemm(a, b):
 
 
 def product(a, b):
-    """a @ b for matrices: ``_gemm`` for float32 and float64, ``np.dot`` for the rest."""
+    """a @ b for matrices: ``_gemm`` for float32 and float64 where the result has at
+    least MR rows and half a tile's columns, ``np.dot`` (BLAS) for the rest: a result of
+    one or a few columns (a matrix times a vector, shaped as a matrix) would fill a
+    fraction of each tile, and BLAS's matrix-vector product does not pad."""
     return np.dot(a, b)
 
 
 @overload(product)
 def _product(a, b):
     if a.dtype == b.dtype and a.dtype in (types.float32, types.float64):
-        return lambda a, b: _gemm(a, b)
+        half = LANES[a.dtype.bitwidth]
+
+        def impl(a, b):
+            if a.shape[0] >= MR and b.shape[1] >= half:
+                return _gemm(a, b)
+            return np.dot(a, b)
+        return impl
     return lambda a, b: np.dot(a, b)
+
+
+# matmul2d lives here, beside what it calls, because Numba keys a function's disk cache
+# on its own file only: in another module it would keep old code of this one.
+@numba.njit(cache=True)
+def matmul2d(a, b):
+    """a @ b for matrices (generated code's matmul): ``product`` (a packed, register-blocked product for
+    float32 and float64, BLAS otherwise), or a plain loop when the product is too small
+    for packing to pay off (the seed examples' 1x4 @ 4x3)."""
+    n, k = a.shape
+    m = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError("matmul: operand shapes are not aligned")
+    if n * k * m > SMALL:
+        return product(a, b)
+    out = np.zeros((n, m), a.dtype)
+    for i in range(n):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(m):
+                out[i, j] += aip * b[p, j]
+    return out

@@ -7,7 +7,7 @@ differ only in their constants' types, so that float32 code stays float32.
 import numba
 import numpy as np
 
-from .gemm import SMALL, product
+from .gemm import matmul2d  # noqa: F401  (generated code imports it from here)
 
 _jit = numba.njit(cache=True)
 
@@ -82,21 +82,3 @@ def zeros(shape, dtype):
     return np.zeros(shape, dtype)
 
 
-@numba.njit(cache=True)
-def matmul2d(a, b):
-    """a @ b for matrices: ``gemm.product`` (a packed, register-blocked product for
-    float32 and float64, BLAS otherwise), or a plain loop when the product is too small
-    for packing to pay off (the seed examples' 1x4 @ 4x3)."""
-    n, k = a.shape
-    m = b.shape[1]
-    if b.shape[0] != k:
-        raise ValueError("matmul: operand shapes are not aligned")
-    if n * k * m > SMALL:
-        return product(a, b)
-    out = np.zeros((n, m), a.dtype)
-    for i in range(n):
-        for p in range(k):
-            aip = a[i, p]
-            for j in range(m):
-                out[i, j] += aip * b[p, j]
-    return out
