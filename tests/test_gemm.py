@@ -113,3 +113,47 @@ def test_the_tile_ir_is_valid_and_vector_wide(bits, fma):
     lanes = gemm.LANES[bits]
     assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
     assert ("@llvm.fma" in text.split("declare")[0]) == fma
+
+
+def test_threads_share_the_work_and_give_the_same_bits():
+    rng = np.random.default_rng(11)
+    for m, k, n in [(256, 784, 128), (100, 300, 70), (7, 1000, 33)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        serial = gemm._gemm(a, b)
+        np.testing.assert_array_equal(gemm._gemm_parallel(a, b), serial)
+        np.testing.assert_array_equal(gemm._gemm_parallel(a.T.copy().T, b), serial)
+
+
+def test_products_large_and_small_on_one_thread_and_on_all():
+    @numba.njit
+    def call(a, b):
+        return gemm.product(a, b)
+
+    big = np.ones((128, 128), np.float32)            # 2^21 multiply-adds
+    small = np.ones((32, 32), np.float32)
+    assert 128 ** 3 >= gemm.PARALLEL > 32 ** 3
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, before}):
+            numba.set_num_threads(threads)
+            np.testing.assert_array_equal(call(big, big), np.full((128, 128), 128, np.float32))
+            np.testing.assert_array_equal(call(small, small), np.full((32, 32), 32, np.float32))
+    finally:
+        numba.set_num_threads(before)
+
+
+def test_the_parallel_and_plain_compiles_keep_separate_disk_caches():
+    assert gemm._gemm.py_func.__qualname__ != gemm._gemm_parallel.py_func.__qualname__
+    assert gemm._gemm.py_func.__code__ is gemm._gemm_parallel.py_func.__code__
+
+
+def test_matmul2d_stays_cacheable_on_disk():
+    """Generated kernels link matmul2d: anything in it that Numba cannot keep in its
+    disk cache (a runtime address, e.g. from numba.get_num_threads()) would make every
+    kernel with a matrix product compile again in each process."""
+    a = np.ones((64, 300), np.float32)
+    matmul2d(a, a.T)
+    matmul2d(np.ones((300, 300)), np.ones((300, 300)))
+    for cres in matmul2d.overloads.values():
+        assert not cres.library.has_dynamic_globals

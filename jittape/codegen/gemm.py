@@ -32,6 +32,8 @@ blocks of ``KC``, each added to the result), the same order on every call: resul
 not change from run to run.
 """
 
+import types as types_module
+
 import numba
 import numpy as np
 from llvmlite import binding
@@ -48,6 +50,7 @@ KC = 256                               # inner-dimension steps per packed block
 MC = 96                                # rows of a per packed block (a multiple of MR)
 NC = 4096                              # columns of b per packed block
 SMALL = 2048                           # products of fewer multiply-adds: a plain loop
+PARALLEL = 1 << 20                     # products of more multiply-adds: on Numba's threads
 
 
 def tile_ir(bits, fma=HAS_FMA):
@@ -160,9 +163,15 @@ def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc):
                        c, types.intp, types.intp), codegen)
 
 
-@numba.njit(error_model="numpy", cache=True)
-def _gemm(a, b):
-    """a @ b for 2-d float32 or float64 arrays of one dtype and any strides."""
+def _gemm_body(a, b):
+    """a @ b for 2-d float32 or float64 arrays of one dtype and any strides.
+
+    Compiled twice: as ``_gemm`` (``prange`` is ``range``) and as ``_gemm_parallel``
+    (``parallel=True``), where the packing of ``b``'s panels and the (row block,
+    panel) tasks of each block of the inner dimension are shared among Numba's threads.
+    Each element of the result is computed by one task, in the same order either way:
+    the results are the same, whatever the number of threads.
+    """
     m, depth = a.shape
     n = b.shape[1]
     out = np.zeros((m, n), a.dtype)
@@ -178,13 +187,15 @@ def _gemm(a, b):
     kc_max = (depth + (depth + KC - 1) // KC - 1) // ((depth + KC - 1) // KC)  # even blocks
     b_pack = np.empty(kc_max * min(NC, (n + nr - 1) // nr * nr), a.dtype)
     edge = np.zeros((MR, kc_max), a.dtype)             # the last rows of a, when fewer than MR
-    spare = np.empty(MR * nr, a.dtype)                 # a tile at the edges of the result
     full = m - m % MR
+    blocks = (m + MC - 1) // MC
     for jc in range(0, n, NC):
         nc = min(NC, n - jc)
+        panels = (nc + nr - 1) // nr
         for pc in range(0, depth, kc_max):
             kc = min(kc_max, depth - pc)
-            for jr in range(0, nc, nr):                # b[pc:, jc:] by panels of nr columns
+            for panel in numba.prange(panels):         # b[pc:, jc:] by panels of nr columns
+                jr = panel * nr
                 base = jr * kc
                 width = min(nr, nc - jr)
                 for p in range(kc):
@@ -197,35 +208,56 @@ def _gemm(a, b):
                 for r in range(m - full):
                     for p in range(kc):
                         edge[r, p] = a[full + r, pc + p]
-            for ic in range(0, m, MC):
-                mc = min(MC, m - ic)
-                for jr in range(0, nc, nr):
-                    width = min(nr, nc - jr)
-                    for i in range(ic, ic + mc, MR):
-                        if i < full:
-                            source = a
-                            at = i * lda + pc * step
-                            rows, cols = lda, step
-                        else:
-                            source = edge
-                            at, rows, cols = 0, kc_max, 1
-                        if i < full and width == nr:
-                            tile(kc, source, at, rows, cols, b_pack, jr * kc,
-                                 flat, i * n + jc + jr, n)
-                        else:
-                            spare[:] = 0.0
-                            tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr)
-                            for r in range(min(MR, m - i)):
-                                for j in range(width):
-                                    out[i + r, jc + jr + j] += spare[r * nr + j]
+            for task in numba.prange(blocks * panels):
+                ic = task % blocks * MC                # a thread's tasks: whole panels
+                jr = task // blocks * nr
+                width = min(nr, nc - jr)
+                spare = np.empty(MR * nr, a.dtype)     # a tile at the edges of the result
+                for i in range(ic, min(ic + MC, m), MR):
+                    if i < full:
+                        source = a
+                        at = i * lda + pc * step
+                        rows, cols = lda, step
+                    else:
+                        source = edge
+                        at, rows, cols = 0, kc_max, 1
+                    if i < full and width == nr:
+                        tile(kc, source, at, rows, cols, b_pack, jr * kc,
+                             flat, i * n + jc + jr, n)
+                    else:
+                        spare[:] = 0.0
+                        tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr)
+                        for r in range(min(MR, m - i)):
+                            for j in range(width):
+                                out[i + r, jc + jr + j] += spare[r * nr + j]
     return out
+
+
+def _named(fn, name):
+    """A copy of ``fn`` under another name: Numba names a function's disk cache by its
+    qualified name and does not tell a ``parallel=True`` compile from a plain one, so two
+    compiles of one function would share (and overwrite) one cache."""
+    copy = types_module.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__,
+                                      fn.__closure__)
+    copy.__qualname__ = name
+    copy.__doc__ = fn.__doc__
+    return copy
+
+
+_gemm = numba.njit(error_model="numpy", cache=True)(_named(_gemm_body, "_gemm"))
+_gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
+    _named(_gemm_body, "_gemm_parallel"))
 
 
 def product(a, b):
     """a @ b for matrices: ``_gemm`` for float32 and float64 where the result has at
     least MR rows and half a tile's columns, ``np.dot`` (BLAS) for the rest: a result of
     one or a few columns (a matrix times a vector, shaped as a matrix) would fill a
-    fraction of each tile, and BLAS's matrix-vector product does not pad."""
+    fraction of each tile, and BLAS's matrix-vector product does not pad. Products of
+    PARALLEL multiply-adds or more run on Numba's threads (as many as
+    ``numba.set_num_threads`` says), where the cost of starting them (microseconds) is
+    small beside the product's. (Asking ``numba.get_num_threads()`` here would make
+    every function that calls this one impossible to keep in Numba's disk cache.)"""
     return np.dot(a, b)
 
 
@@ -235,9 +267,12 @@ def _product(a, b):
         half = LANES[a.dtype.bitwidth]
 
         def impl(a, b):
-            if a.shape[0] >= MR and b.shape[1] >= half:
-                return _gemm(a, b)
-            return np.dot(a, b)
+            m, n = a.shape[0], b.shape[1]
+            if m < MR or n < half:
+                return np.dot(a, b)
+            if m * n * a.shape[1] >= PARALLEL:
+                return _gemm_parallel(a, b)
+            return _gemm(a, b)
         return impl
     return lambda a, b: np.dot(a, b)
 
