@@ -56,8 +56,9 @@ How.
   say, so without this JAX used two cores where the others used one), with one thread
   for every BLAS (set before NumPy loads; run as ``python -m jittape``, the runner
   starts itself anew for that), for PyTorch's and TensorFlow's thread pools, XLA's
-  Eigen pool and inductor's compile workers. Every column does the same work on the
-  same cores. ``--threads 0`` leaves every library's default and all cores.
+  Eigen pool, inductor's compile workers and Numba's threads (jittape's parallel
+  loops and matrix products). Every column does the same work on the same cores.
+  ``--threads 0`` leaves every library's default and all cores.
 
 Output: a table (workloads x systems) printed to stdout, the steady-state median under
 each system with, below it, the ratio of its time to jittape compiled (above 1: slower
@@ -480,7 +481,11 @@ def run(args, parser, command, cores=()):
     import peers
     peers.prepare_environment(args.threads)
     import jittape as jt
+    import numba
     import workloads
+
+    if args.threads > 0:        # jittape's parallel loops and products: the same cores
+        numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
 
     names = _choose(args.workloads, workloads.WORKLOADS, "workload", parser)
     chosen = _choose(args.systems, SYSTEMS, "system", parser)

@@ -9,6 +9,15 @@
   floating-point op produces, naming the op and the user's file:line. Compiled
   functions compile a checked variant of their graph (the flag is part of the
   signature); it costs a test per value, so it is for debugging.
+- ``parallel`` (default True; ``JITTAPE_PARALLEL=0`` in the environment makes it False):
+  compiled CPU code runs large loops on Numba's threads (``numba.set_num_threads``
+  sets how many). A fused loop with costly work (exp, log, tanh, ...) whose size is
+  known only at run time gets a second, parallel version, taken from 65536 elements
+  on, and matrix products of 2^20 multiply-adds or more share their tiles among the
+  threads; sums are taken in fixed chunks, so results do not depend on the number of
+  threads. The parallel versions cost compile time (a second copy of each such loop);
+  with ``parallel = False`` functions compile without them. The flag is part of the
+  signature, like ``check_numerics``.
 - ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature
@@ -25,6 +34,7 @@ max_guards = 1000
 max_variants = 16
 
 _check_numerics = False
+_parallel = os.environ.get("JITTAPE_PARALLEL", "1").strip().lower() not in ("0", "false", "no", "off")
 # compiled functions, told when check_numerics changes (their fast paths do not look)
 _COMPILED = weakref.WeakSet()
 
@@ -38,6 +48,18 @@ class _Config(types.ModuleType):
     def check_numerics(self, value):
         global _check_numerics
         _check_numerics = bool(value)
+        for compiled in list(_COMPILED):
+            compiled._forget_callers()
+
+
+    @property
+    def parallel(self):
+        return _parallel
+
+    @parallel.setter
+    def parallel(self, value):
+        global _parallel
+        _parallel = bool(value)
         for compiled in list(_COMPILED):
             compiled._forget_callers()
 

@@ -229,12 +229,14 @@ class Graph:
 
     Set by the compiler after the passes: ``writes`` (output index, the variable it is
     written back to), ``guards`` (output index, the branch value the graph was traced
-    with) and ``check_numerics`` (the generated code tests every value for NaN/inf).
+    with), ``check_numerics`` (the generated code tests every value for NaN/inf) and
+    ``parallel`` (CPU code may run large loops on threads: ``jt.config.parallel``).
     """
 
     writes = ()
     guards = ()
     check_numerics = False
+    parallel = False
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
         self.checks = dict(checks or {})      # (size expr, size expr) -> error message

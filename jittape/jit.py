@@ -300,7 +300,8 @@ class Compiled:
                 leaves.append(leaf)
                 kinds.append(kind)
                 parts.append(part)
-        return (tuple(treedefs), tuple(kinds), tuple(parts), config._check_numerics), leaves
+        return (tuple(treedefs), tuple(kinds), tuple(parts), config._check_numerics,
+                config._parallel), leaves
 
     def _leaf(self, leaf, differentiated, argnum):
         if not isinstance(leaf, (Tensor, np.ndarray, np.generic)) and _is_device_array(leaf):
@@ -360,7 +361,8 @@ class Compiled:
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
         # the file is named by the whole text, source lines included: two functions with
         # equal graphs at different lines have different comments in their modules
-        built = build.build(source, func, build.digest(graph.text(), self.target),
+        text = graph.text() + ("\nparallel" if graph.parallel and self.target == "cpu" else "")
+        built = build.build(source, func, build.digest(text, self.target),
                             _NJIT_OPTIONS if self.target == "cpu" else None)
         return _Entry(graph, source, built, consts, pack, writes=graph.writes,
                       guards=graph.guards)
@@ -437,6 +439,7 @@ class Compiled:
                 outputs.append(var)
         graph = passes.optimize(trace.graph(outputs))
         graph.writes, graph.guards, graph.check_numerics = writes, guards, key[3]
+        graph.parallel = key[4]
         return graph, pack, trace
 
     def _check_dtype(self, dtype, argnum):
@@ -573,7 +576,9 @@ class Compiled:
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
             import numba
-            inner = numba.njit(cache=entry.built.cached, **_NJIT_OPTIONS)(
+            options = {k: v for k, v in entry.built.dispatcher.targetoptions.items()
+                       if k != "cache"}
+            inner = numba.njit(cache=entry.built.cached, **options)(
                 entry.built.dispatcher.py_func)
             entry.user_kernel = _bind_consts(entry, inner) if entry.consts else inner
         return entry.user_kernel

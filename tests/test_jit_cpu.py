@@ -122,8 +122,9 @@ def test_float32_constants_keep_float32_code(cache_dir):
     assert value.dtype == np.float32 and g.dtype == np.float32
     source = f.lower(x).source.split("def kernel")[1]
     assert "np.float32(0.1)" in source
-    # float64 only for the accumulators of a full float32 sum (NumPy sums pairwise)
-    assert all("acc" in line or "total" in line
+    # float64 only for the accumulators of a full float32 sum (NumPy sums pairwise),
+    # and the parallel loop's partial sums
+    assert all("acc" in line or "total" in line or "part" in line
                for line in source.splitlines() if "float64" in line)
 
 

@@ -110,7 +110,18 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
     func = getattr(module, func_name)
     if njit_options is None:              # a CUDA driver: plain Python launching kernels
         return Built(func, path, from_disk, use_cache)
-    dispatcher = numba.njit(cache=use_cache, **njit_options)(func)
+    options = dict(njit_options)
+    # Numba's thread pool up before a CPU kernel compiles (4 ms, once): compiling a
+    # prange loop that calls a function Numba has not compiled yet, in a process whose
+    # pool has not started, fails to link ("Symbol not found: allocate_sched"), and
+    # kernels link the parallel matrix product (codegen.gemm)
+    numba.get_num_threads()
+    parallel = getattr(module, "PARALLEL_OPTIONS", None)    # a CPU kernel with prange loops
+    if parallel:   # as ParallelOptions: Numba empties a dict on the first compile, and
+        # an empty dict means every option on for the next signature
+        from numba.core.cpu_options import ParallelOptions
+        options["parallel"] = ParallelOptions(dict(parallel))
+    dispatcher = numba.njit(cache=use_cache, **options)(func)
     return Built(dispatcher, path, from_disk, use_cache)
 
 

@@ -48,6 +48,7 @@ class Context:
         self.const_ids = {c.var.id for c in graph.consts}
         self.scalar_consts = {c.var.id: c.value for c in graph.consts if c.value.ndim == 0}
         self.check_numerics = graph.check_numerics
+        self.parallel = graph.parallel
 
     def finite_check(self, node, value, rank, indent=""):
         """With check_numerics: lines raising NumericsError if ``value`` (the source of
@@ -150,8 +151,18 @@ def generate(graph, name, version):
     body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     lines.extend("    " + line for line in body)
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
-    source = HEADER.format(version=version, name=name, digest=digest) + "\n".join(lines) + "\n"
+    source = HEADER.format(version=version, name=name, digest=digest)
+    if any("numba.prange(" in line for line in lines):
+        source += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}   # njit(parallel=...): the prange loops only\n\n"
+    source += "\n".join(lines) + "\n"
     return source, "kernel"
+
+
+# Numba's parallel options for a kernel with parallel loops: its explicit prange loops
+# run on threads; nothing else is rewritten (NumPy calls, reductions, ...).
+PRANGE_ONLY = {"comprehension": False, "reduction": False, "inplace_binop": False,
+               "setitem": False, "numpy": False, "stencil": False, "fusion": False,
+               "prange": True}
 
 
 def _aliases_argument(ctx, v):
@@ -283,7 +294,7 @@ def _group(ctx, group, gid, reuse):
     if red is not None:
         r = red.out
         init, _ = red.prim.lowerings["reduce"]
-        acc_dtype = np.float64 if (r.ndim == 0 and r.dtype == np.float32 and red.prim.name == "sum") else r.dtype
+        acc_dtype = _accumulator_dtype(red)
         if r.ndim == 0:
             acc = ctx.tmp("acc")
             lines.append(f"{acc} = {names.literal_code(init(r.dtype), acc_dtype)}")
@@ -323,32 +334,124 @@ def _group(ctx, group, gid, reuse):
                     out.append(f"{indent}{names.value_name(n.out)} = {t}")
         return out
 
+    serial = _loops(ctx, group, sizes, acc, element, operand)
+    if not _parallel_pays(ctx, group):
+        return lines + serial
+    total = " * ".join(sizes)
+    lines.append(f"if {total} >= {PARALLEL_ELEMENTS}:   # large: in chunks on Numba's threads")
+    lines += ["    " + line for line in _parallel_loops(ctx, group, sizes, acc, element, operand)]
+    lines.append("else:")
+    return lines + ["    " + line for line in serial]
+
+
+def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, lanes_of=None):
+    """The loop nest of a group over its domain, or with ``bounds`` (lo, hi: source)
+    over rows lo..hi-1 of its first axis. ``final``: finish a reduction to a scalar
+    (assign its result) after the loops. ``lanes_of`` (array, row: source): where a
+    lane reduction's accumulators are, instead of a new array."""
+    red = group.reduce
+    rank = len(group.domain)
     inner = rank - 1
     if (red is not None and rank > 0 and inner in red.params["axis"]
             and (isinstance(group.domain[inner], ir.Dim) or group.domain[inner] >= 2 * LANES)):
-        return lines + _lane_reduction(ctx, group, sizes, acc, element, operand)
+        return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final,
+                               lanes_of)
+    lines = []
     indent = ""
     for a in range(rank):
-        lines.append(f"{indent}for {names.index_name(a)} in range({sizes[a]}):")
+        span = f"{bounds[0]}, {bounds[1]}" if (a == 0 and bounds) else sizes[a]
+        lines.append(f"{indent}for {names.index_name(a)} in range({span}):")
         indent += "    "
     lines += element(indent)
     if red is not None:
-        lines += _accumulate(ctx, red, rank, acc, operand(red.inputs[0], red.out.dtype), indent)
+        lines += _accumulate(ctx, red, rank, acc, operand(red.inputs[0], red.out.dtype), indent,
+                             final)
     return lines
 
 
-def _accumulate(ctx, red, rank, acc, x, indent):
+PARALLEL_ELEMENTS = 1 << 16   # a group's loop runs on threads from this many elements
+CHUNK = 1 << 14               # elements per task (a multiple of FLUSH): fixed, so sums are
+                              # the same whatever the number of threads
+COSTLY = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "sin", "cos",
+          "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "power", "erf"}
+
+
+def _parallel_pays(ctx, group):
+    """Whether a group gets a parallel twin: loops with enough work per element (a
+    costly function, or many operations) over a domain that may be large, whose tasks
+    write apart (no reduction along the first axis but a whole one, to a scalar).
+    Under check_numerics the loops stay serial (they raise from inside)."""
+    if not ctx.parallel or ctx.check_numerics or not group.domain:
+        return False
+    red = group.reduce
+    if red is not None and red.out.ndim > 0 and 0 in red.params["axis"]:
+        return False
+    static = 1
+    for d in group.domain:
+        static *= 1 if isinstance(d, ir.Dim) else int(d)
+    dynamic = any(isinstance(d, ir.Dim) for d in group.domain)
+    if not dynamic and static < PARALLEL_ELEMENTS:
+        return False
+    return any(n.prim.name in COSTLY for n in group.nodes) or len(group.nodes) >= 8
+
+
+def _parallel_loops(ctx, group, sizes, acc, element, operand):
+    """The group's loops in fixed chunks of rows of its first axis (about CHUNK elements
+    each), the chunks shared among Numba's threads (``numba.prange``). A reduction to a
+    scalar keeps one partial result per chunk and adds the partials in order after."""
+    red = group.reduce
+    whole = red is not None and red.out.ndim == 0
+    rows, chunks, chunk, lo, hi = (ctx.tmp(p) for p in ("rows", "chunks", "chunk", "lo", "hi"))
+    rest = " * ".join(sizes[1:]) or "1"
+    lines = [f"{rows} = max(1, {CHUNK} // max(1, {rest}))   # rows of the first axis per task",
+             f"{chunks} = ({sizes[0]} + {rows} - 1) // {rows}"]
+    part = None
+    if whole:
+        init, update = red.prim.lowerings["reduce"]
+        parts, part = ctx.tmp("parts"), ctx.tmp("part")
+        acc_dtype = _accumulator_dtype(red)
+        lines.append(f"{parts} = empty({chunks}, {names.dtype_code(acc_dtype)})")
+    pool = None
+    if red is not None:      # every task's lanes, made here: no call to compile in a task
+        pool = ctx.tmp("lanes")
+        lines.append(f"{pool} = empty(({chunks}, {LANES}), {names.dtype_code(red.out.dtype)})")
+    lines.append(f"for {chunk} in numba.prange({chunks}):")
+    body = [f"{lo} = {chunk} * {rows}", f"{hi} = min({sizes[0]}, {lo} + {rows})"]
+    if whole:
+        body.append(f"{part} = {names.literal_code(init(red.out.dtype), acc_dtype)}")
+    body += _loops(ctx, group, sizes, part if whole else acc, element, operand,
+                   bounds=(lo, hi), final=False, lanes_of=pool and (pool, chunk))
+    if whole:
+        body.append(f"{parts}[{chunk}] = {part}")
+    lines += ["    " + line for line in body]
+    if whole:
+        lines += [f"for {chunk} in range({chunks}):",
+                  f"    {acc} = {update.format(acc=acc, x=f'{parts}[{chunk}]')}"]
+        lines += _accumulate(ctx, red, 0, acc, None, "", final=True, add=False)
+    return lines
+
+
+def _accumulator_dtype(red):
+    r = red.out
+    if r.ndim == 0 and r.dtype == np.float32 and red.prim.name == "sum":
+        return np.dtype(np.float64)
+    return r.dtype
+
+
+def _accumulate(ctx, red, rank, acc, x, indent, final=True, add=True):
     """Lines adding ``x`` (the source of a value, at ``indent``) into the reduction's
-    result: its scalar accumulator ``acc``, then the result (rank 0), or the result's
-    element at the current loop indices."""
-    _, update = red.prim.lowerings["reduce"]
+    result: its scalar accumulator ``acc``, then (``final``) the result (rank 0), or the
+    result's element at the current loop indices."""
+    _, step = red.prim.lowerings["reduce"]
     r = red.out
     if r.ndim == 0:
-        return ([f"{indent}{acc} = {update.format(acc=acc, x=x)}",
-                 f"{names.value_name(r)} = {names.dtype_code(r.dtype)}({acc})"]
-                + ctx.finite_check(red, names.value_name(r), 0))
+        lines = [f"{indent}{acc} = {step.format(acc=acc, x=x)}"] if add else []
+        if final:
+            lines += ([f"{names.value_name(r)} = {names.dtype_code(r.dtype)}({acc})"]
+                      + ctx.finite_check(red, names.value_name(r), 0))
+        return lines
     target = _reduce_target(red, rank)
-    return ([f"{indent}{target} = {update.format(acc=target, x=x)}"]
+    return ([f"{indent}{target} = {step.format(acc=target, x=x)}"]
             + ctx.finite_check(red, names.value_name(r), r.ndim))
 
 
@@ -364,7 +467,8 @@ def _reduce_target(red, rank):
     return f"{names.value_name(red.out)}[{', '.join(idx)}]"
 
 
-def _lane_reduction(ctx, group, sizes, acc, element, operand):
+def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final=True,
+                    lanes_of=None):
     """Loops for a group whose reduction runs along the innermost axis: LANES separate
     accumulators, one per position in each run of LANES elements, so that the loop has
     no dependence from one element to the next and LLVM vectorizes it (without
@@ -383,11 +487,16 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     init_code = names.literal_code(init(r.dtype), acc_dtype)
     lane_init = names.literal_code(init(r.dtype), r.dtype)
     lanes, total, used = ctx.tmp("lanes"), ctx.tmp("total"), ctx.tmp("used")
-    lines = [f"{lanes} = empty({LANES}, {names.dtype_code(r.dtype)})",
-             f"{used} = min({LANES}, {sizes[inner]})   # lanes in use: fewer on short rows"]
+    first, stop = (bounds if (bounds and inner == 0) else ("0", sizes[inner]))
+    length = stop if first == "0" else f"{stop} - {first}"
+    made = (f"{lanes_of[0]}[{lanes_of[1]}]" if lanes_of    # a task's row of lanes
+            else f"empty({LANES}, {names.dtype_code(r.dtype)})")
+    lines = [f"{lanes} = {made}",
+             f"{used} = min({LANES}, {length})   # lanes in use: fewer on short rows"]
     indent = ""
     for a in range(inner):
-        lines.append(f"{indent}for {names.index_name(a)} in range({sizes[a]}):")
+        span = f"{bounds[0]}, {bounds[1]}" if (a == 0 and bounds) else sizes[a]
+        lines.append(f"{indent}for {names.index_name(a)} in range({span}):")
         indent += "    "
     x = operand(red.inputs[0], r.dtype)
     flush = [f"for lane in range({used}):",
@@ -396,8 +505,8 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
     lines += [f"{indent}{total} = {init_code}",
               f"{indent}for lane in range({used}):",
               f"{indent}    {lanes}[lane] = {lane_init}",
-              f"{indent}for start in range(0, {sizes[inner]}, {LANES}):",
-              f"{indent}    for lane in range(min({LANES}, {sizes[inner]} - start)):",
+              f"{indent}for start in range({first}, {stop}, {LANES}):",
+              f"{indent}    for lane in range(min({LANES}, {stop} - start)):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
     lines.append(f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}")
@@ -405,7 +514,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand):
         lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:   # every {FLUSH} elements")
         lines += [f"{indent}        {line}" for line in flush]
     lines += [f"{indent}{line}" for line in flush]
-    return lines + _accumulate(ctx, red, rank, acc, total, indent)
+    return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
 
 
 def _alloc(ctx, v, reuse, shape, fill=None):

@@ -249,12 +249,12 @@ _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
     _named(_gemm_body, "_gemm_parallel"))
 
 
-def product(a, b):
+def product(a, b, threads=True):
     """a @ b for matrices: ``_gemm`` for float32 and float64 where the result has at
     least MR rows and half a tile's columns, ``np.dot`` (BLAS) for the rest: a result of
     one or a few columns (a matrix times a vector, shaped as a matrix) would fill a
-    fraction of each tile, and BLAS's matrix-vector product does not pad. Products of
-    PARALLEL multiply-adds or more run on Numba's threads (as many as
+    fraction of each tile, and BLAS's matrix-vector product does not pad. With
+    ``threads``, products of PARALLEL multiply-adds or more run on Numba's threads (as many as
     ``numba.set_num_threads`` says), where the cost of starting them (microseconds) is
     small beside the product's. (Asking ``numba.get_num_threads()`` here would make
     every function that calls this one impossible to keep in Numba's disk cache.)"""
@@ -262,34 +262,46 @@ def product(a, b):
 
 
 @overload(product)
-def _product(a, b):
+def _product(a, b, threads=True):
     if a.dtype == b.dtype and a.dtype in (types.float32, types.float64):
         half = LANES[a.dtype.bitwidth]
 
-        def impl(a, b):
+        def impl(a, b, threads=True):
             m, n = a.shape[0], b.shape[1]
             if m < MR or n < half:
                 return np.dot(a, b)
-            if m * n * a.shape[1] >= PARALLEL:
-                return _gemm_parallel(a, b)
-            return _gemm(a, b)
+            # as arrays of any layout ([:, :]): one compile per dtype, not per layout pair
+            if threads and m * n * a.shape[1] >= PARALLEL:
+                return _gemm_parallel(a[:, :], b[:, :])
+            return _gemm(a[:, :], b[:, :])
         return impl
-    return lambda a, b: np.dot(a, b)
+    return lambda a, b, threads=True: np.dot(a, b)
 
 
 # matmul2d lives here, beside what it calls, because Numba keys a function's disk cache
 # on its own file only: in another module it would keep old code of this one.
 @numba.njit(cache=True)
-def matmul2d(a, b):
-    """a @ b for matrices (generated code's matmul): ``product`` (a packed, register-blocked product for
-    float32 and float64, BLAS otherwise), or a plain loop when the product is too small
-    for packing to pay off (the seed examples' 1x4 @ 4x3)."""
+def matmul2d(a, b, threads=True):
+    """a @ b for matrices (generated code's matmul; ``threads``: large products may use
+    Numba's threads, ``jt.config.parallel``): ``product``, or a plain loop when the
+    product is too small for packing or BLAS to pay off (the seed examples' 1x4 @ 4x3).
+    What does the work takes arrays of any layout (``[:, :]``), so that it compiles
+    once per dtype, not once per pair of layouts (seconds each, on a first run); BLAS
+    gets the operands as they are (its wrapper transposes, where another layout
+    would have it copy)."""
     n, k = a.shape
     m = b.shape[1]
     if b.shape[0] != k:
         raise ValueError("matmul: operand shapes are not aligned")
     if n * k * m > SMALL:
-        return product(a, b)
+        return product(a, b, threads)
+    return _small_product(a[:, :], b[:, :])
+
+
+@numba.njit(cache=True)
+def _small_product(a, b):
+    n, k = a.shape
+    m = b.shape[1]
     out = np.zeros((n, m), a.dtype)
     for i in range(n):
         for p in range(k):

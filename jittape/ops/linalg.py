@@ -179,7 +179,8 @@ def _lower_matmul(ctx, node):
     o = ctx.name(out)
     batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
     if batch == 0:
-        expr = f"matmul2d({xn}, {yn})" if x.ndim == 2 and y.ndim == 2 else f"dot({xn}, {yn})"
+        expr = (f"matmul2d({xn}, {yn}, {ctx.parallel})" if x.ndim == 2 and y.ndim == 2
+                else f"dot({xn}, {yn})")
         lines.append(f"{o} = {expr}" if float_out else f"{o} = {expr}.astype({dt})")
         return lines
     lines.append(f"{o} = empty({ctx.shape(out.shape)}, {dt})")
@@ -198,7 +199,10 @@ def _lower_matmul(ctx, node):
             items.append("0" if d == 1 else idx[batch - lead + a])
         return f"{name}[{', '.join(items + [':', ':'])}]"
 
-    res = f"{'matmul2d' if x.ndim > 1 and y.ndim > 1 else 'dot'}({operand(x, xn)}, {operand(y, yn)})"
+    if x.ndim > 1 and y.ndim > 1:
+        res = f"matmul2d({operand(x, xn)}, {operand(y, yn)}, {ctx.parallel})"
+    else:
+        res = f"dot({operand(x, xn)}, {operand(y, yn)})"
     lines.append(f"{inner}{o}[{', '.join(idx)}] = {res}")
     return lines
 

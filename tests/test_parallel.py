@@ -1,0 +1,105 @@
+"""Parallel loops of compiled CPU code (``jt.config.parallel``): which loops get a
+parallel version, the same bits on one thread and on several, close to the serial
+code's results, small calls on the serial path, and the switch."""
+
+import numba
+import numpy as np
+import pytest
+
+import jittape as jt
+from jittape import config
+from jittape.codegen import cpu
+
+
+def chain(x):
+    return jt.reduce_sum(jt.softplus(x) * jt.tanh(x) + jt.exp(-x * x))
+
+
+def rows(x):                      # a reduction along the last axis, per row
+    return jt.reduce_sum(jt.log1p(jt.reduce_sum(jt.exp(x) * x, axis=1) ** 2))
+
+
+def elementwise(x):               # no reduction in the costly loop
+    return jt.sigmoid(x) * jt.tanh(x)
+
+
+@pytest.fixture
+def threads():
+    """Run with each of 1 and all of Numba's threads; restores the count."""
+    before = numba.get_num_threads()
+    yield [1, numba.config.NUMBA_NUM_THREADS]
+    numba.set_num_threads(before)
+
+
+def _source(f, *args):
+    return f.lower(*args).source
+
+
+def test_a_costly_loop_of_unknown_size_gets_a_parallel_version():
+    f = jt.value_and_grad(chain)
+    src = _source(f, np.ones(10, np.float32))
+    assert "numba.prange(" in src and f"if ng1_0 >= {cpu.PARALLEL_ELEMENTS}:" in src
+    assert "PARALLEL_OPTIONS = " in src
+    cheap = jt.value_and_grad(lambda x: jt.reduce_sum(x * 2.0 + 1.0))
+    assert "prange" not in _source(cheap, np.ones(10, np.float32))
+
+
+@pytest.mark.parametrize("fn, shape", [(chain, (200_003,)), (rows, (3001, 37)),
+                                       (elementwise, (70_001,))],
+                         ids=["whole sum", "row sums", "elementwise"])
+def test_the_same_bits_on_any_number_of_threads(fn, shape, threads):
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    f = jt.value_and_grad(lambda x: jt.reduce_sum(fn(x))) if fn is elementwise else jt.value_and_grad(fn)
+    results = []
+    for n in threads:
+        numba.set_num_threads(n)
+        value, grad = f(x)
+        results.append((np.asarray(value), np.asarray(grad)))
+    for value, grad in results[1:]:
+        np.testing.assert_array_equal(value, results[0][0])
+        np.testing.assert_array_equal(grad, results[0][1])
+    # and the same as the serial code up to float32 rounding of the sums
+    config.parallel = False
+    try:
+        serial = jt.value_and_grad(fn if fn is not elementwise else lambda x: jt.reduce_sum(fn(x)))
+        s_value, s_grad = serial(x)
+        assert "prange" not in _source(serial, x)
+    finally:
+        config.parallel = True
+    np.testing.assert_allclose(results[0][0], s_value, rtol=1e-5)
+    np.testing.assert_allclose(results[0][1], s_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_small_calls_take_the_serial_loop_with_its_results():
+    f = jt.value_and_grad(chain)
+    x = np.linspace(-3, 3, 1000, dtype=np.float32)
+    config.parallel = False
+    try:
+        want = jt.value_and_grad(chain)(x)
+    finally:
+        config.parallel = True
+    got = f(x)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_check_numerics_keeps_loops_serial():
+    config.check_numerics = True
+    try:
+        f = jt.value_and_grad(chain)
+        assert "prange" not in _source(f, np.ones(10, np.float32))
+    finally:
+        config.check_numerics = False
+
+
+def test_the_switch_is_part_of_the_signature():
+    f = jt.function(lambda x: jt.reduce_sum(jt.exp(x)))
+    x = np.ones(100, np.float32)
+    f(x)
+    config.parallel = False
+    try:
+        f(x)
+    finally:
+        config.parallel = True
+    f(x)
+    assert f.cache_info().compiles == 2
