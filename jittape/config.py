@@ -11,13 +11,13 @@
   signature); it costs a test per value, so it is for debugging.
 - ``parallel`` (default True; ``JITTAPE_PARALLEL=0`` in the environment makes it False):
   compiled CPU code runs large loops on Numba's threads (``numba.set_num_threads``
-  sets how many). A fused loop with costly work (exp, log, tanh, ...) whose size is
-  known only at run time gets a second, parallel version, taken from 65536 elements
-  on, and matrix products of 2^20 multiply-adds or more share their tiles among the
-  threads; sums are taken in fixed chunks, so results do not depend on the number of
-  threads. The parallel versions cost compile time (a second copy of each such loop);
-  with ``parallel = False`` functions compile without them. The flag is part of the
-  signature, like ``check_numerics``.
+  sets how many). A fused loop with costly work (exp, log, tanh, ...) over 65536
+  elements or more in the call that traced it gets a second, parallel version, taken
+  by any call with 65536 elements or more; matrix products of 2^20 multiply-adds or
+  more share their tiles among the threads. Sums are taken in fixed chunks, so results
+  do not depend on the number of threads. A parallel version costs compile time (a
+  second compile of its loop, seconds); with ``parallel = False`` functions compile
+  without them. The flag is part of the signature, like ``check_numerics``.
 - ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature

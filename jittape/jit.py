@@ -361,8 +361,8 @@ class Compiled:
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
         # the file is named by the whole text, source lines included: two functions with
         # equal graphs at different lines have different comments in their modules
-        text = graph.text() + ("\nparallel" if graph.parallel and self.target == "cpu" else "")
-        built = build.build(source, func, build.digest(text, self.target),
+        # (and by the source: what codegen chose, e.g. parallel loops for large traces)
+        built = build.build(source, func, build.digest(graph.text() + source, self.target),
                             _NJIT_OPTIONS if self.target == "cpu" else None)
         return _Entry(graph, source, built, consts, pack, writes=graph.writes,
                       guards=graph.guards)

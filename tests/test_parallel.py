@@ -35,13 +35,16 @@ def _source(f, *args):
     return f.lower(*args).source
 
 
-def test_a_costly_loop_of_unknown_size_gets_a_parallel_version():
+def test_a_costly_loop_traced_large_gets_a_parallel_version():
+    big = np.ones(cpu.PARALLEL_ELEMENTS, np.float32)
     f = jt.value_and_grad(chain)
-    src = _source(f, np.ones(10, np.float32))
+    src = _source(f, big)
     assert "numba.prange(" in src and f"if ng1_0 >= {cpu.PARALLEL_ELEMENTS}:" in src
     assert "PARALLEL_OPTIONS = " in src
     cheap = jt.value_and_grad(lambda x: jt.reduce_sum(x * 2.0 + 1.0))
-    assert "prange" not in _source(cheap, np.ones(10, np.float32))
+    assert "prange" not in _source(cheap, big)
+    small = jt.value_and_grad(chain)      # traced small: no second compile of the loop
+    assert "prange" not in _source(small, np.ones(1000, np.float32))
 
 
 @pytest.mark.parametrize("fn, shape", [(chain, (200_003,)), (rows, (3001, 37)),
@@ -72,6 +75,8 @@ def test_the_same_bits_on_any_number_of_threads(fn, shape, threads):
 
 def test_small_calls_take_the_serial_loop_with_its_results():
     f = jt.value_and_grad(chain)
+    f(np.ones(cpu.PARALLEL_ELEMENTS, np.float32))          # traced large
+    assert "prange" in _source(f, np.ones(cpu.PARALLEL_ELEMENTS, np.float32))
     x = np.linspace(-3, 3, 1000, dtype=np.float32)
     config.parallel = False
     try:
@@ -87,14 +92,14 @@ def test_check_numerics_keeps_loops_serial():
     config.check_numerics = True
     try:
         f = jt.value_and_grad(chain)
-        assert "prange" not in _source(f, np.ones(10, np.float32))
+        assert "prange" not in _source(f, np.ones(cpu.PARALLEL_ELEMENTS, np.float32))
     finally:
         config.check_numerics = False
 
 
 def test_the_switch_is_part_of_the_signature():
     f = jt.function(lambda x: jt.reduce_sum(jt.exp(x)))
-    x = np.ones(100, np.float32)
+    x = np.ones(cpu.PARALLEL_ELEMENTS, np.float32)
     f(x)
     config.parallel = False
     try:

@@ -378,19 +378,20 @@ COSTLY = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "sin", 
 
 def _parallel_pays(ctx, group):
     """Whether a group gets a parallel twin: loops with enough work per element (a
-    costly function, or many operations) over a domain that may be large, whose tasks
-    write apart (no reduction along the first axis but a whole one, to a scalar).
-    Under check_numerics the loops stay serial (they raise from inside)."""
+    costly function, or many operations) over a domain that was large when traced
+    (PARALLEL_ELEMENTS or more: a twin costs a second compile of the loop, seconds,
+    which a function traced on small arrays should not pay), whose tasks write apart
+    (no reduction along the first axis but a whole one, to a scalar). Under
+    check_numerics the loops stay serial (they raise from inside)."""
     if not ctx.parallel or ctx.check_numerics or not group.domain:
         return False
     red = group.reduce
     if red is not None and red.out.ndim > 0 and 0 in red.params["axis"]:
         return False
-    static = 1
-    for d in group.domain:
-        static *= 1 if isinstance(d, ir.Dim) else int(d)
-    dynamic = any(isinstance(d, ir.Dim) for d in group.domain)
-    if not dynamic and static < PARALLEL_ELEMENTS:
+    traced = 1
+    for d in group.domain:           # a Dim is an int: its size in the trace
+        traced *= int(d)
+    if traced < PARALLEL_ELEMENTS:
         return False
     return any(n.prim.name in COSTLY for n in group.nodes) or len(group.nodes) >= 8
 
