@@ -310,6 +310,44 @@ def test_a_second_process_loads_from_the_disk_cache(tmp_path):
     assert second["value"] == first["value"]
 
 
+AFTER_LOAD = textwrap.dedent("""
+    import json, sys, numba, numpy as np
+    sys.path.insert(0, {root!r})
+    import jittape as jt
+    def loss(w, x):
+        return jt.mean(jt.tanh(x @ w) ** 2)
+    f = jt.value_and_grad(loss)
+    value, g = f(np.ones(3), np.arange(12.0).reshape(4, 3) / 10)     # from the disk
+    # then everything that needs Numba's full context: a new compile of jittape's,
+    # the kernel inside the caller's own njit code, and Numba code of the caller's
+    h = jt.grad(lambda x: jt.sum(jt.exp(x) * x ** 3))(np.array([3.0, 1.0, 2.0]))
+    kernel = f.kernel(np.ones(3), np.ones((4, 3)))
+    @numba.njit
+    def mine(w, x):
+        return kernel(w, x)[0] + np.linalg.norm(x) + np.searchsorted(w, 0.5)
+    print(json.dumps(dict(f.cache_info()._asdict(), value=float(value), h=h.tolist(),
+                          mine=float(mine(np.ones(3), np.ones((4, 3)))))))
+""")
+
+
+def test_after_a_load_from_the_disk_numba_compiles_as_ever(tmp_path):
+    """A first call from the disk cache starts Numba's context lean
+    (``build._lean_cache_load``): what compiles after it must find all of Numba."""
+    first, _ = _probe(tmp_path)
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", AFTER_LOAD.format(root=ROOT)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import json
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["disk_hits"] == 1 and out["value"] == first["value"]
+    x3 = np.array([3.0, 1.0, 2.0])
+    np.testing.assert_allclose(out["h"], np.exp(x3) * (x3 ** 3 + 3 * x3 ** 2))
+    w, x = np.ones(3), np.ones((4, 3))
+    want = float(np.mean(np.tanh(x @ w) ** 2)) + float(np.linalg.norm(x)) + 0   # searchsorted: 0
+    assert out["mine"] == pytest.approx(want)
+
+
 def test_a_corrupt_cache_file_is_recovered_from(tmp_path):
     first, _ = _probe(tmp_path)
     modules = list(tmp_path.glob("jittape_generated_*.py"))

@@ -152,16 +152,17 @@ def test_a_new_process_takes_the_compiled_functions_from_the_disk_cache(tmp_path
         "def f(x):\n"
         "    return mathlib.softplus_f32(x[0]) + np.float32(mathlib.exp_f64(1.0))\n"
         "print(repr(f(np.ones(1, np.float32))))\n")
-    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))   # the installation's cache
     first = subprocess.run([sys.executable, "-c", script, "fresh"], env=env, check=True,
                            capture_output=True, text=True).stdout
-    assert sorted(p.name.split("-")[0] for p in (tmp_path / "mathlib").iterdir()) == \
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "jittape" / "mathlib").iterdir()) == \
         ["exp_f64", "softplus_f32"]
     second = subprocess.run([sys.executable, "-c", script, "cached"], env=env,
                             capture_output=True, text=True)
     assert second.returncode == 0, second.stderr[-2000:]
     assert second.stdout == first
-    (tmp_path / "mathlib" / os.listdir(tmp_path / "mathlib")[0]).write_text("garbage")
+    folder = tmp_path / "jittape" / "mathlib"
+    (folder / os.listdir(folder)[0]).write_text("garbage")
     third = subprocess.run([sys.executable, "-c", script, "fresh"], env=env, check=True,
                            capture_output=True, text=True).stdout
     assert third == first                          # a broken file: compiled again

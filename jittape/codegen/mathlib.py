@@ -330,10 +330,15 @@ def _subroutine(context, builder, name, core, float_type):
 
 
 def _ir_path(name):
-    """Where the LLVM IR of ``name`` is kept: the disk cache, under a key of this
-    module's source and the Numba and llvmlite versions (None: no disk cache)."""
-    from .. import config
-    base = config.cache_dir()
+    """Where the LLVM IR of ``name`` is kept, under a key of this module's source, the
+    Numba and llvmlite versions and the CPU's FMA: with the installation's compiled
+    helpers, as Numba keeps ``runtime.py``'s (``$NUMBA_CACHE_DIR``, else this package's
+    ``__pycache__`` where it is writable), else in jittape's disk cache (None: none).
+    It depends on jittape and the machine, not on any user function."""
+    base = _install_cache()
+    if base is None:
+        from .. import config
+        base = config.cache_dir()
     if not base:
         return None
     global _SOURCE_KEY
@@ -347,6 +352,19 @@ def _ir_path(name):
 
 
 _SOURCE_KEY = None
+
+
+def _install_cache():
+    """The folder for compiled helpers of this installation, or None."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    if chosen:
+        return os.path.join(chosen, "jittape")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+    try:
+        os.makedirs(here, exist_ok=True)
+    except OSError:
+        return None
+    return here if os.access(here, os.W_OK) else None
 
 
 def _public(name, ftype, core):
