@@ -55,9 +55,11 @@ PARALLEL = 1 << 20                     # products of more multiply-adds: on Numb
 
 def tile_ir(bits, fma=HAS_FMA):
     """LLVM IR of ``void jittape_gemm_tile_f<bits>(i64 k, ptr a, i64 lda, i64 step,
-    ptr b, ptr c, i64 ldc)``:
-    ``c[r * ldc + j] += sum(a[r * lda + p * step] * b[p * NR + j] for p < k)`` for
-    r < MR, j < NR (strides in elements; ``b`` a packed panel)."""
+    ptr b, ptr c, i64 ldc, i64 fresh)``:
+    ``c[r * ldc + j] = (0 if fresh else c[r * ldc + j]) + sum(a[r * lda + p * step] *
+    b[p * NR + j] for p < k)`` for r < MR, j < NR (strides in elements; ``b`` a packed
+    panel). ``fresh`` for the first block of the inner dimension: the result is
+    written, not read (no pass over memory to zero it first)."""
     lanes = LANES[bits]
     halves = 2
     nr = lanes * halves
@@ -67,19 +69,26 @@ def tile_ir(bits, fma=HAS_FMA):
     align = bits // 8
     tiles = [(r, h) for r in range(MR) for h in range(halves)]
     out = [f"define void @{tile_symbol(bits)}(i64 %k, ptr noalias readonly %a, i64 %lda, "
-           f"i64 %step, ptr noalias readonly %b, ptr noalias %c, i64 %ldc) {{",
+           f"i64 %step, ptr noalias readonly %b, ptr noalias %c, i64 %ldc, i64 %fresh) {{",
            "entry:"]
     out += [f"  %arow{r} = mul i64 %lda, {r}" for r in range(MR)]
-    for r, h in tiles:                                 # load the tile of c
+    for r, h in tiles:                                 # where the tile of c is
         out += [f"  %row{r}_{h} = mul i64 %ldc, {r}",
                 f"  %at{r}_{h} = add i64 %row{r}_{h}, {h * lanes}",
-                f"  %cp{r}_{h} = getelementptr {ft}, ptr %c, i64 %at{r}_{h}",
-                f"  %c{r}_{h} = load {vec}, ptr %cp{r}_{h}, align {align}"]
+                f"  %cp{r}_{h} = getelementptr {ft}, ptr %c, i64 %at{r}_{h}"]
+    out += ["  %zero = icmp ne i64 %fresh, 0",
+            "  br i1 %zero, label %start, label %read",
+            "read:"]                                   # its values, unless fresh
+    out += [f"  %old{r}_{h} = load {vec}, ptr %cp{r}_{h}, align {align}" for r, h in tiles]
+    out += ["  br label %start",
+            "start:"]
+    out += [f"  %c{r}_{h} = phi {vec} [zeroinitializer, %entry], [%old{r}_{h}, %read]"
+            for r, h in tiles]
     out += ["  %none = icmp sle i64 %k, 0",
             "  br i1 %none, label %done, label %loop",
             "loop:",
-            "  %p = phi i64 [0, %entry], [%next, %loop]"]
-    out += [f"  %s{r}_{h} = phi {vec} [%c{r}_{h}, %entry], [%n{r}_{h}, %loop]"
+            "  %p = phi i64 [0, %start], [%next, %loop]"]
+    out += [f"  %s{r}_{h} = phi {vec} [%c{r}_{h}, %start], [%n{r}_{h}, %loop]"
             for r, h in tiles]
     out.append(f"  %bat = mul i64 %p, {nr}")
     for h in range(halves):                            # a row of the b panel
@@ -103,7 +112,7 @@ def tile_ir(bits, fma=HAS_FMA):
             "  %more = icmp slt i64 %next, %k",
             "  br i1 %more, label %loop, label %done",
             "done:"]
-    out += [f"  %f{r}_{h} = phi {vec} [%c{r}_{h}, %entry], [%n{r}_{h}, %loop]"
+    out += [f"  %f{r}_{h} = phi {vec} [%c{r}_{h}, %start], [%n{r}_{h}, %loop]"
             for r, h in tiles]
     out += [f"  store {vec} %f{r}_{h}, ptr %cp{r}_{h}, align {align}" for r, h in tiles]
     out += ["  ret void", "}", f"declare {vec} @{fma_name}({vec}, {vec}, {vec})"]
@@ -132,11 +141,11 @@ def _library(context, bits):
 
 
 @intrinsic
-def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc):
+def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc, fresh):
     """Run the micro-kernel on the MR rows of ``a`` from element ``a_start`` of its
     data (rows ``lda`` elements apart, columns ``step``), the packed panel of ``b`` from
     ``b_start``, into the tile of ``c`` from ``c_start`` (``b`` and ``c`` 1-d; one float
-    dtype)."""
+    dtype); ``fresh``: write the tile, not add to it."""
     arrays = (a, b, c)
     if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
             and b.ndim == c.ndim == 1 and a.dtype in (types.float32, types.float64)):
@@ -144,23 +153,23 @@ def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc):
     bits = a.dtype.bitwidth
 
     def codegen(context, builder, signature, args):
-        steps, a_, a_at, lda_, step_, b_, b_at, c_, c_at, ldc_ = args
+        steps, a_, a_at, lda_, step_, b_, b_at, c_, c_at, ldc_, fresh_ = args
         library = _library(context, bits)
         context.active_code_library.add_linking_library(library)
         i64 = llvm.IntType(64)
         ptr = llvm.PointerType()
-        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64])
+        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64, i64])
         fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
 
         def pointer(ty, value, start):
             return builder.gep(context.make_array(ty)(context, builder, value).data, [start])
 
         builder.call(fn, [steps, pointer(a, a_, a_at), lda_, step_, pointer(b, b_, b_at),
-                          pointer(c, c_, c_at), ldc_])
+                          pointer(c, c_, c_at), ldc_, fresh_])
         return context.get_dummy_value()
 
     return (types.void(types.intp, a, types.intp, types.intp, types.intp, b, types.intp,
-                       c, types.intp, types.intp), codegen)
+                       c, types.intp, types.intp, types.intp), codegen)
 
 
 def _gemm_body(a, b):
@@ -174,9 +183,9 @@ def _gemm_body(a, b):
     """
     m, depth = a.shape
     n = b.shape[1]
-    out = np.zeros((m, n), a.dtype)
     if m == 0 or n == 0 or depth == 0:
-        return out
+        return np.zeros((m, n), a.dtype)
+    out = np.empty((m, n), a.dtype)                    # the first block writes every element
     size = a.itemsize
     if a.strides[0] % size or a.strides[1] % size:     # rows read in place: whole elements
         a = np.ascontiguousarray(a)
@@ -221,15 +230,18 @@ def _gemm_body(a, b):
                     else:
                         source = edge
                         at, rows, cols = 0, kc_max, 1
+                    fresh = 1 if pc == 0 else 0
                     if i < full and width == nr:
                         tile(kc, source, at, rows, cols, b_pack, jr * kc,
-                             flat, i * n + jc + jr, n)
+                             flat, i * n + jc + jr, n, fresh)
                     else:
-                        spare[:] = 0.0
-                        tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr)
+                        tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr, 1)
                         for r in range(min(MR, m - i)):
                             for j in range(width):
-                                out[i + r, jc + jr + j] += spare[r * nr + j]
+                                if fresh:
+                                    out[i + r, jc + jr + j] = spare[r * nr + j]
+                                else:
+                                    out[i + r, jc + jr + j] += spare[r * nr + j]
     return out
 
 
