@@ -332,7 +332,7 @@ AFTER_LOAD = textwrap.dedent("""
 
 def test_after_a_load_from_the_disk_numba_compiles_as_ever(tmp_path):
     """A first call from the disk cache starts Numba's context lean
-    (``build._lean_cache_load``): what compiles after it must find all of Numba."""
+    (``build._lean_cache_loads``): what compiles after it must find all of Numba."""
     first, _ = _probe(tmp_path)
     env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", AFTER_LOAD.format(root=ROOT)], env=env,
@@ -346,6 +346,26 @@ def test_after_a_load_from_the_disk_numba_compiles_as_ever(tmp_path):
     w, x = np.ones(3), np.ones((4, 3))
     want = float(np.mean(np.tanh(x @ w) ** 2)) + float(np.linalg.norm(x)) + 0   # searchsorted: 0
     assert out["mine"] == pytest.approx(want)
+
+
+def test_a_kernel_from_the_disk_compiles_new_layouts_in_full(cache_dir):
+    """A dispatcher loaded from the disk loads lean; a signature it must compile (here
+    a Fortran-ordered argument) compiles with all of Numba, in the same process."""
+    def loss(w, x):
+        return jt.mean(jt.tanh(x @ w) ** 2 + jt.maximum(x @ w, 0.5))
+
+    w, x = np.ones(3), np.arange(12.0).reshape(4, 3) / 10
+    first = jt.value_and_grad(loss)
+    want = first(w, x)
+    again = jt.value_and_grad(loss)                 # the same graph: from the disk
+    got = again(w, x)
+    assert again.cache_info().disk_hits == 1
+    np.testing.assert_array_equal(got[1], want[1])
+    fortran = again(w, np.asfortranarray(x))
+    np.testing.assert_allclose(fortran[1], want[1], rtol=1e-12)
+    third = jt.value_and_grad(loss)                 # its first call compiles, from the disk
+    fortran = third(w, np.asfortranarray(x[:, ::-1])[:, ::-1])
+    np.testing.assert_allclose(fortran[1], want[1], rtol=1e-12)
 
 
 def test_a_corrupt_cache_file_is_recovered_from(tmp_path):

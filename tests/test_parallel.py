@@ -23,6 +23,15 @@ def elementwise(x):               # no reduction in the costly loop
     return jt.sigmoid(x) * jt.tanh(x)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def fresh_cache(tmp_path_factory):
+    """A disk cache of this module's own: the tests count compiles."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JITTAPE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture
 def threads():
     """Run with each of 1 and all of Numba's threads; restores the count."""

@@ -7,7 +7,6 @@ process that traces the same graph finds the file and Numba's cache and compiles
 nothing. A corrupt or unwritable cache falls back to compiling, with a warning.
 """
 
-import contextlib
 import hashlib
 import importlib.util
 import os
@@ -146,28 +145,29 @@ def _drop_numba_cache(root, module_name):
                 pass
 
 
-@contextlib.contextmanager
-def _lean_cache_load(ctx):
+def _lean_cache_loads(disp):
     """Numba refreshes its target context before it loads machine code from its cache:
     in a new process that imports and registers every implementation Numba has (NumPy's
     functions, linear algebra, SciPy's BLAS, typed containers, ...), about 0.35 s,
     most of a first call from the disk cache, and none of it needed to run code that is
-    compiled already. Here that refresh starts Numba's runtime only (allocation and
-    boxing, which the code calls); a compile refreshes the context in full, as it
-    always does. Under Numba's compiler lock, so that no compile in another thread sees
-    the lean refresh."""
-    from numba.core.compiler_lock import global_compiler_lock
+    compiled already. This dispatcher's loads start Numba's runtime only (allocation and
+    boxing, which the code calls); a compile, of this dispatcher or any other, refreshes
+    the context in full as it always does. (Numba's cache object is private API: where
+    it is not as expected, loads stay as they are.)"""
+    cache = getattr(disp, "_cache", None)
+    load = getattr(cache, "_load_overload", None)
+    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+    if load is None or guard is None:
+        return
     from numba.core.runtime import nrt
 
-    def refresh():
-        nrt.rtsys.initialize(ctx)
+    def load_overload(sig, target_context):
+        nrt.rtsys.initialize(target_context)
+        with guard():
+            return load(sig, target_context)
+        return None                        # (the guard swallowed an I/O error)
 
-    with global_compiler_lock:
-        ctx.refresh = refresh
-        try:
-            yield
-        finally:
-            del ctx.refresh
+    cache.load_overload = load_overload
 
 
 def first_call(built, args):
@@ -177,11 +177,9 @@ def first_call(built, args):
     """
     disp = built.dispatcher
     try:
-        if built.from_disk and hasattr(disp, "targetctx"):
-            with _lean_cache_load(disp.targetctx):
-                result = disp(*args)
-        else:
-            result = disp(*args)
+        if built.from_disk:
+            _lean_cache_loads(disp)
+        result = disp(*args)
     except Exception as err:
         if not _is_cache_failure(err) or not hasattr(disp, "targetoptions"):
             raise                          # (a CUDA driver: its kernels cache themselves)
