@@ -62,6 +62,7 @@ def main(argv=None):
     try:
         import jax
         import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)      # float64 stays float64
         xla = jax.jit(lambda a, b: a @ b)
     except ImportError:
         jax = None

@@ -2,9 +2,11 @@
 
 ``np.dot`` in Numba calls the BLAS that SciPy ships, through a generic wrapper. For the
 products of a loss (a batch of a few hundred rows against a layer's weights) that BLAS
-reached about half of what the core can do on the machines measured (see
-``benchmarks/``); this module's product reaches about 80%, on one core, for float32 and
-float64 matrices of any strides.
+ran at about half of what the core can do inside compiled code on the machines
+measured (``benchmarks/``: the MLP step written by hand in Numba with ``np.dot`` takes
+6.1 ms, jittape's with this product 2.9 ms); this
+module's product reaches about 80% of one core's peak for float32 and float64
+matrices of any strides, and can share its tiles among Numba's threads.
 
 The method is the one of GotoBLAS and BLIS:
 
