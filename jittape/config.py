@@ -35,33 +35,28 @@ max_variants = 16
 
 _check_numerics = False
 _parallel = os.environ.get("JITTAPE_PARALLEL", "1").strip().lower() not in ("0", "false", "no", "off")
-# compiled functions, told when check_numerics changes (their fast paths do not look)
+# compiled functions, told when a flag of the signature changes (their fast paths do
+# not look at it)
 _COMPILED = weakref.WeakSet()
 
 
+def _signature_flag(name):
+    """A property for the module global ``name``, a flag that is part of compiled
+    functions' signatures: setting it makes them look up their signature anew."""
+    def get(self):
+        return globals()[name]
+
+    def set(self, value):
+        globals()[name] = bool(value)
+        for compiled in list(_COMPILED):
+            compiled._forget_callers()
+
+    return property(get, set)
+
+
 class _Config(types.ModuleType):
-    @property
-    def check_numerics(self):
-        return _check_numerics
-
-    @check_numerics.setter
-    def check_numerics(self, value):
-        global _check_numerics
-        _check_numerics = bool(value)
-        for compiled in list(_COMPILED):
-            compiled._forget_callers()
-
-
-    @property
-    def parallel(self):
-        return _parallel
-
-    @parallel.setter
-    def parallel(self, value):
-        global _parallel
-        _parallel = bool(value)
-        for compiled in list(_COMPILED):
-            compiled._forget_callers()
+    check_numerics = _signature_flag("_check_numerics")
+    parallel = _signature_flag("_parallel")
 
 
 sys.modules[__name__].__class__ = _Config

@@ -70,6 +70,13 @@ def tile_ir(bits, fma=HAS_FMA):
     fma_name = f"llvm.fma.v{lanes}f{bits}"
     align = bits // 8
     tiles = [(r, h) for r in range(MR) for h in range(halves)]
+
+    def phis(name, first, first_block, then, then_block):
+        """%name<r>_<h> for each register of the tile: ``first`` (a value's name, or a
+        constant) coming from ``first_block``, else %then<r>_<h> from ``then_block``."""
+        return [f"  %{name}{r}_{h} = phi {vec} [{first.format(r=r, h=h)}, %{first_block}], "
+                f"[%{then}{r}_{h}, %{then_block}]" for r, h in tiles]
+
     out = [f"define void @{tile_symbol(bits)}(i64 %k, ptr noalias readonly %a, i64 %lda, "
            f"i64 %step, ptr noalias readonly %b, ptr noalias %c, i64 %ldc, i64 %fresh) {{",
            "entry:"]
@@ -84,14 +91,12 @@ def tile_ir(bits, fma=HAS_FMA):
     out += [f"  %old{r}_{h} = load {vec}, ptr %cp{r}_{h}, align {align}" for r, h in tiles]
     out += ["  br label %start",
             "start:"]
-    out += [f"  %c{r}_{h} = phi {vec} [zeroinitializer, %entry], [%old{r}_{h}, %read]"
-            for r, h in tiles]
+    out += phis("c", "zeroinitializer", "entry", "old", "read")
     out += ["  %none = icmp sle i64 %k, 0",
             "  br i1 %none, label %done, label %loop",
             "loop:",
             "  %p = phi i64 [0, %start], [%next, %loop]"]
-    out += [f"  %s{r}_{h} = phi {vec} [%c{r}_{h}, %start], [%n{r}_{h}, %loop]"
-            for r, h in tiles]
+    out += phis("s", "%c{r}_{h}", "start", "n", "loop")
     out.append(f"  %bat = mul i64 %p, {nr}")
     for h in range(halves):                            # a row of the b panel
         out += [f"  %bat{h} = add i64 %bat, {h * lanes}",
@@ -114,8 +119,7 @@ def tile_ir(bits, fma=HAS_FMA):
             "  %more = icmp slt i64 %next, %k",
             "  br i1 %more, label %loop, label %done",
             "done:"]
-    out += [f"  %f{r}_{h} = phi {vec} [%c{r}_{h}, %start], [%n{r}_{h}, %loop]"
-            for r, h in tiles]
+    out += phis("f", "%c{r}_{h}", "start", "n", "loop")
     out += [f"  store {vec} %f{r}_{h}, ptr %cp{r}_{h}, align {align}" for r, h in tiles]
     out += ["  ret void", "}", f"declare {vec} @{fma_name}({vec}, {vec}, {vec})"]
     return "\n".join(out) + "\n"
