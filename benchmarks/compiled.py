@@ -38,7 +38,8 @@ before the clock starts and are reported separately. Each process reports
 ``f.cache_info()``.
 
 BLAS runs single-threaded (``--blas-threads 1``, set through ``OPENBLAS_NUM_THREADS``
-and friends before NumPy loads). The process holds two OpenBLAS copies, NumPy's (used
+and friends before NumPy loads), and so do jittape's products and parallel loops
+(``numba.set_num_threads``). The process holds two OpenBLAS copies, NumPy's (used
 by the eager tape) and SciPy's (used by Numba's ``np.dot``); with a thread pool each
 on a 2-core machine, the pool that ran last keeps spinning while the other works, and
 interleaving the columns then measured the Numba logistic regression at 2.2 ms a
@@ -359,6 +360,9 @@ def main(argv=None):
 
 def run(args, parser, blas_effective):
     jt, workloads = _jittape_and_workloads()
+    if args.blas_threads > 0:      # jittape's threaded products and loops: as many
+        import numba
+        numba.set_num_threads(min(args.blas_threads, numba.config.NUMBA_NUM_THREADS))
     names = args.workloads.split(",") if args.workloads else list(workloads.WORKLOADS)
     for n in names:
         if n not in workloads.WORKLOADS:
