@@ -577,7 +577,7 @@ class Compiled:
             # a dispatcher of its own, free to compile for the caller's array layouts
             import numba
             options = {k: v for k, v in entry.built.dispatcher.targetoptions.items()
-                       if k != "cache"}
+                       if k not in ("cache", "nopython")}   # (njit sets nopython itself)
             inner = numba.njit(cache=entry.built.cached, **options)(
                 entry.built.dispatcher.py_func)
             entry.user_kernel = _bind_consts(entry, inner) if entry.consts else inner

@@ -408,7 +408,9 @@ def test_kernel_runs_inside_a_users_njit_loop(cache_dir):
     y = x @ np.array([1.0, -2.0, 0.5])
     w0 = np.zeros(3)
     f = jt.value_and_grad(loss)
-    kernel = f.kernel(w0, x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # the kernel's options: nothing to warn of
+        kernel = f.kernel(w0, x, y)
 
     @numba.njit
     def descend(w, x, y, steps, lr):
