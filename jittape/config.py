@@ -17,7 +17,9 @@
   more share their tiles among the threads. Sums are taken in fixed chunks, so results
   do not depend on the number of threads. A parallel version costs compile time (a
   second compile of its loop, seconds); with ``parallel = False`` functions compile
-  without them. The flag is part of the signature, like ``check_numerics``.
+  without them. The flag is part of the signature, like ``check_numerics``. A process
+  forked from one that ran parallel code on GNU OpenMP starts with it False (see
+  ``_after_fork_in_child``).
 - ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature
@@ -60,6 +62,28 @@ class _Config(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Config
+
+
+def _after_fork_in_child():
+    """GNU OpenMP, Numba's threading layer where TBB is not installed, cannot run
+    parallel code in a process forked from one that did: Numba stops such a child at
+    its first parallel loop (and a pool of forked workers waits for it forever). A
+    child forked from a process that started Numba's OpenMP threads therefore turns
+    ``parallel`` off: its compiled functions look up their signatures anew and run
+    serial kernels (from the disk cache, or compiled in the child)."""
+    if not _parallel:
+        return
+    try:
+        import numba
+        layer = numba.threading_layer()
+    except Exception:                      # no threads in the parent: the child may start
+        return
+    if layer == "omp":
+        sys.modules[__name__].parallel = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cache_dir():

@@ -1,6 +1,9 @@
 """Parallel loops of compiled CPU code (``jt.config.parallel``): which loops get a
 parallel version, the same bits on one thread and on several, close to the serial
-code's results, small calls on the serial path, and the switch."""
+code's results, small calls on the serial path, the switch, and forked children."""
+
+import multiprocessing
+import os
 
 import numba
 import numpy as np
@@ -117,3 +120,25 @@ def test_the_switch_is_part_of_the_signature():
         config.parallel = True
     f(x)
     assert f.cache_info().compiles == 2
+
+
+_FORKED = None
+
+
+def _in_child(_):
+    return float(_FORKED(np.ones(cpu.PARALLEL_ELEMENTS * 2, np.float32))), config.parallel
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_runs_serial_kernels_instead_of_hanging():
+    """GNU OpenMP stops a forked child at its first parallel loop (and a pool waits for
+    it forever): a child of a process that ran parallel code turns parallel off."""
+    global _FORKED
+    _FORKED = jt.function(lambda x: jt.reduce_sum(jt.exp(x) * jt.tanh(x)))
+    x = np.ones(cpu.PARALLEL_ELEMENTS * 2, np.float32)
+    want = float(_FORKED(x))                           # parallel code, in this process
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        [(value, parallel)] = pool.map_async(_in_child, [0]).get(timeout=240)
+    assert value == pytest.approx(want, rel=1e-6)
+    assert parallel is (numba.threading_layer() != "omp")
+    assert config.parallel                             # this process keeps its threads
