@@ -331,10 +331,11 @@ def _subroutine(context, builder, name, core, float_type):
 
 def _ir_path(name):
     """Where the LLVM IR of ``name`` is kept, under a key of this module's source, the
-    Numba and llvmlite versions and the CPU's FMA: with the installation's compiled
-    helpers, as Numba keeps ``runtime.py``'s (``$NUMBA_CACHE_DIR``, else this package's
-    ``__pycache__`` where it is writable), else in jittape's disk cache (None: none).
-    It depends on jittape and the machine, not on any user function."""
+    Numba and llvmlite versions and the CPU (name and features): with the
+    installation's compiled helpers, as Numba keeps ``runtime.py``'s
+    (``$NUMBA_CACHE_DIR``, else this package's ``__pycache__`` where it is writable),
+    else in jittape's disk cache (None: none). It depends on jittape and the machine,
+    not on any user function."""
     base = _install_cache()
     if base is None:
         from .. import config
@@ -347,7 +348,10 @@ def _ir_path(name):
         import llvmlite
         with open(__file__, "rb") as f:
             text = f.read() + numba.__version__.encode() + llvmlite.__version__.encode()
-        _SOURCE_KEY = hashlib.sha256(text + str(HAS_FMA).encode()).hexdigest()[:16]
+        # the IR names the CPU it was made for (target-cpu, target-features): an
+        # installation shared by machines of different CPUs keeps one file for each
+        cpu = binding.get_host_cpu_name() + binding.get_host_cpu_features().flatten()
+        _SOURCE_KEY = hashlib.sha256(text + cpu.encode()).hexdigest()[:16]
     return os.path.join(base, "mathlib", f"{name}-{_SOURCE_KEY}.ll")
 
 
