@@ -359,8 +359,7 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
     lines = []
     indent = ""
     for a in range(rank):
-        span = f"{bounds[0]}, {bounds[1]}" if (a == 0 and bounds) else sizes[a]
-        lines.append(f"{indent}for {names.index_name(a)} in range({span}):")
+        lines.append(f"{indent}for {names.index_name(a)} in range({_span(a, sizes, bounds)}):")
         indent += "    "
     lines += element(indent)
     if red is not None:
@@ -369,11 +368,14 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
     return lines
 
 
+def _span(axis, sizes, bounds):
+    """What ``range`` takes for a loop over ``axis``: its size, or the bounds of a task."""
+    return f"{bounds[0]}, {bounds[1]}" if (axis == 0 and bounds) else sizes[axis]
+
+
 PARALLEL_ELEMENTS = 1 << 16   # a group's loop runs on threads from this many elements
 CHUNK = 1 << 14               # elements per task (a multiple of FLUSH): fixed, so sums are
                               # the same whatever the number of threads
-COSTLY = {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "sin", "cos",
-          "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "power", "erf"}
 
 
 def _parallel_pays(ctx, group):
@@ -393,7 +395,7 @@ def _parallel_pays(ctx, group):
         traced *= int(d)
     if traced < PARALLEL_ELEMENTS:
         return False
-    return any(n.prim.name in COSTLY for n in group.nodes) or len(group.nodes) >= 8
+    return any(n.prim.costly for n in group.nodes) or len(group.nodes) >= 8
 
 
 def _parallel_loops(ctx, group, sizes, acc, element, operand):
@@ -496,8 +498,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
              f"{used} = min({LANES}, {length})   # lanes in use: fewer on short rows"]
     indent = ""
     for a in range(inner):
-        span = f"{bounds[0]}, {bounds[1]}" if (a == 0 and bounds) else sizes[a]
-        lines.append(f"{indent}for {names.index_name(a)} in range({span}):")
+        lines.append(f"{indent}for {names.index_name(a)} in range({_span(a, sizes, bounds)}):")
         indent += "    "
     x = operand(red.inputs[0], r.dtype)
     flush = [f"for lane in range({used}):",

@@ -119,6 +119,8 @@ class Primitive:
 
     joint = False        # a tape entry's VJP rules are per input (custom gradients: joint)
 
+    costly = False                   # a math function (see ops.elementwise.elementwise)
+
     def __init__(self, name, impl, *, abstract, vjp=None, save=None, examples=(),
                  domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False):
         if name in REGISTRY:

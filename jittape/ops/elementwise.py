@@ -45,7 +45,7 @@ def unbroadcast(g, shape):
 
 
 def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, domain=(-2.0, 2.0),
-                differentiable=True, impl=None, fast=None):
+                differentiable=True, impl=None, fast=None, costly=False):
     """Declare an elementwise primitive.
 
     ``ufunc`` is the NumPy ufunc the op answers to and whose dtype rule it follows; where
@@ -59,6 +59,9 @@ def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, doma
     with ``{0}``, ``{1}``, ... for the operands, ``{dtype}`` for the result's NumPy type
     name and ``{f}`` for the helper suffix of its float type (``f32``/``f64``, see
     ``codegen/runtime.py``). Generated loops apply it element by element.
+
+    ``costly``: the op is a math function (tens of cycles an element, not one): a fused
+    loop with one is worth running on threads when it is large (``codegen/cpu.py``).
     """
     prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
                      examples=examples if examples is not None else
@@ -66,6 +69,7 @@ def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, doma
                      domain=domain, differentiable=differentiable,
                      numpy=(ufunc,) if impl is None else (), ufunc=True)
     prim.lowerings["scalar"] = scalar
+    prim.costly = costly
     return prim
 
 
@@ -126,7 +130,7 @@ def _power_vjp_y(g, out, x, y):
 
 power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power_vjp_x, _power_vjp_y], save=(True, True),
                     examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
-                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow)
+                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True)
 
 maximum = elementwise("maximum", np.maximum, "np.maximum({0}, {1})", [
     lambda g, out, x, y: unbroadcast(where(greater_equal(x, y), g, 0), x.shape),
@@ -150,30 +154,30 @@ floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", diff
 negative = elementwise("negative", np.negative, "(-{0})", [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg)
 abs = elementwise("abs", np.absolute, "np.abs({0})", [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
 sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
-exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT)
-expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT)
-log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0))
+exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True)
+expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT, costly=True)
+log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0), costly=True)
 log1p = elementwise("log1p", np.log1p, "np.log1p({0})", [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
-                    domain=(-0.5, 2.0))
+                    domain=(-0.5, 2.0), costly=True)
 sqrt = elementwise("sqrt", np.sqrt, "np.sqrt({0})", [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
                    domain=(0.5, 3.0))
 square = elementwise("square", np.square, "({0} * {0})", [lambda g, out, x: multiply(g, multiply(x, 2))],
                      save=INPUTS)
-sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS)
-cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS)
+sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS, costly=True)
+cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS, costly=True)
 tan = elementwise("tan", np.tan, "np.tan({0})", [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
-                  save=OUTPUT, domain=(-1.2, 1.2))
+                  save=OUTPUT, domain=(-1.2, 1.2), costly=True)
 tanh = elementwise("tanh", np.tanh, "np.tanh({0})", [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
-                   save=OUTPUT)
+                   save=OUTPUT, costly=True)
 arctan = elementwise("arctan", np.arctan, "np.arctan({0})", [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
-                     save=INPUTS)
+                     save=INPUTS, costly=True)
 
 # Numerically stable forms: no overflow for large |x|, finite gradients at +-100 and beyond.
 sigmoid = elementwise("sigmoid", np.exp, "sigmoid_{f}({0})", [
     lambda g, out, x: multiply(g, multiply(out, subtract(1, out))),
-], save=OUTPUT, domain=(-6.0, 6.0), impl=special.expit)
+], save=OUTPUT, domain=(-6.0, 6.0), impl=special.expit, costly=True)
 softplus = elementwise("softplus", np.exp, "softplus_{f}({0})", [lambda g, out, x: multiply(g, sigmoid(x))],
-                       save=INPUTS, domain=(-6.0, 6.0), impl=lambda x: np.logaddexp(0, x))
+                       save=INPUTS, domain=(-6.0, 6.0), impl=lambda x: np.logaddexp(0, x), costly=True)
 relu = elementwise("relu", np.positive, "relu_{f}({0})", [lambda g, out, x: where(greater(out, 0), g, 0)],
                    save=OUTPUT, impl=lambda x: np.maximum(x, 0))
 
