@@ -1,8 +1,19 @@
 import os
 import sys
 
+import pytest
+
 # The CUDA target's tests run in Numba's CUDA simulator unless this is set (to 0 on a
 # machine with a GPU); it must be set before Numba is imported.
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh ``JITTAPE_CACHE_DIR`` for the test (the files that compile use it for
+    every test: ``pytestmark = [..., pytest.mark.usefixtures("cache_dir")]``)."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
+    return path

@@ -20,17 +20,10 @@ from corpus import CASES
 from test_jit_corpus import NAMES, check_compiled
 from test_ops import _close, _eager, _op_program, all_ops
 
-pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning"),
+              pytest.mark.usefixtures("cache_dir")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIMULATOR = cuda_runtime.simulator()
-
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
-    return path
 
 
 @pytest.mark.parametrize("name", sorted(all_ops()))

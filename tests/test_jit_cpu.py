@@ -18,13 +18,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
-    return path
-
-
 def logistic(w, b, x, y):
     z = x @ w + b
     return jt.mean(jt.softplus(z) - y * z)

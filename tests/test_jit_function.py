@@ -12,14 +12,8 @@ import jittape as jt
 
 THIS_FILE = os.path.basename(__file__)
 
-pytestmark = pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
-    return path
+pytestmark = [pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning"),
+              pytest.mark.usefixtures("cache_dir")]
 
 
 @pytest.fixture

@@ -9,13 +9,9 @@ import pytest
 import jittape as jt
 from test_seeds import my_better_softplus, my_softplus   # the tutorial's own functions
 
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
-                                        "ignore:invalid value encountered:RuntimeWarning")
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("JITTAPE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                                         "ignore:invalid value encountered:RuntimeWarning"),
+              pytest.mark.usefixtures("cache_dir")]
 
 
 def eager_gradient(fn, x):
