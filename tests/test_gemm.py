@@ -155,5 +155,5 @@ def test_matmul2d_stays_cacheable_on_disk():
     a = np.ones((64, 300), np.float32)
     matmul2d(a, a.T)
     matmul2d(np.ones((300, 300)), np.ones((300, 300)))
-    for cres in matmul2d.overloads.values():
+    for cres in gemm._matmul2d.overloads.values():
         assert not cres.library.has_dynamic_globals

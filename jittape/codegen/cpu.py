@@ -27,7 +27,7 @@ import numpy as np
 
 from jittape.errors import NumericsError, SignatureMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, matmul2d, slice_length, slice_start, slice_step, zeros,
+    dot, empty, link, matmul2d, slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
@@ -49,6 +49,14 @@ class Context:
         self.scalar_consts = {c.var.id: c.value for c in graph.consts if c.value.ndim == 0}
         self.check_numerics = graph.check_numerics
         self.parallel = graph.parallel
+        self.links = []                 # (helper, key) the kernel calls through a symbol
+
+    def link(self, helper, key):
+        """Say that the code calls runtime helper ``helper`` (an ``external``, see
+        codegen/linkage.py) for ``key``: the module defines its symbol at import, so
+        that a kernel loaded from the disk cache finds it."""
+        if (helper, key) not in self.links:
+            self.links.append((helper, key))
 
     def finite_check(self, node, value, rank, indent=""):
         """With check_numerics: lines raising NumericsError if ``value`` (the source of
@@ -152,6 +160,9 @@ def generate(graph, name, version):
     lines.extend("    " + line for line in body)
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
     source = HEADER.format(version=version, name=name, digest=digest)
+    if ctx.links:
+        source += ("# compiled once with jittape, called through a symbol (codegen/linkage.py)\n"
+                   + "".join(f"link({helper}, {key!r})\n" for helper, key in ctx.links) + "\n")
     if any("numba.prange(" in line for line in lines):
         source += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}   # njit(parallel=...): the prange loops only\n\n"
     source += "\n".join(lines) + "\n"

@@ -44,6 +44,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from .linkage import external
 from .mathlib import HAS_FMA
 
 MR = 6                                 # rows of a tile
@@ -299,7 +300,7 @@ def _product(a, b, threads=True):
 # matmul2d lives here, beside what it calls, because Numba keys a function's disk cache
 # on its own file only: in another module it would keep old code of this one.
 @numba.njit(cache=True)
-def matmul2d(a, b, threads=True):
+def _matmul2d(a, b, threads=True):
     """a @ b for matrices (generated code's matmul; ``threads``: large products may use
     Numba's threads, ``jt.config.parallel``): ``product``, or a plain loop when the
     product is too small for packing or BLAS to pay off (the seed examples' 1x4 @ 4x3).
@@ -314,6 +315,17 @@ def matmul2d(a, b, threads=True):
     if n * k * m > SMALL:
         return product(a, b, threads)
     return _small_product(a[:, :], b[:, :])
+
+
+def _dtype_key(a, *rest):
+    return str(a.dtype) if isinstance(a, types.Array) else None
+
+
+# generated kernels call the float products' machine code through a symbol: linking
+# this module's code into each kernel made Numba compile it again every time (linkage)
+matmul2d = external(_matmul2d, "matmul2d", {
+    str(dtype): (types.Array(dtype, 2, "A"), types.Array(dtype, 2, "A"), types.boolean)
+    for dtype in (types.float32, types.float64)}, _dtype_key)
 
 
 @numba.njit(cache=True)

@@ -46,7 +46,7 @@ from llvmlite import binding
 from llvmlite import ir as llvm
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, lower_builtin, type_callable
 
 _inline = numba.njit(inline="always", error_model="numpy")
 _FLOAT_OF = {32: types.float32, 64: types.float64}
@@ -374,41 +374,44 @@ def _install_cache():
 def _public(name, ftype, core):
     """``name`` as generated code calls it.
 
-    In compiled code a call expands (``overload(inline="always")``) to an intrinsic
-    that calls ``core`` compiled once per process (``_subroutine``, from the disk cache's
-    LLVM IR when it has it) and linked into the calling module, the call marked
-    ``alwaysinline``: LLVM inlines it into the loop and vectorizes it. A plain ``njit``
-    function would stay a call into another library, and Numba's ``inline="always"`` at
-    every call site would type the whole body again each time (seconds per kernel).
-    From Python (``f.lower(...).python``) it runs ``core`` compiled on its own."""
+    In compiled code a call is typed and lowered directly (``type_callable``,
+    ``lower_builtin``): a call of ``core`` compiled once per process (``_subroutine``,
+    from the disk cache's LLVM IR when it has it) and linked into the calling module,
+    the call marked ``alwaysinline``: LLVM inlines it into the loop and vectorizes it. A
+    plain ``njit`` function would stay a call into another library, and an overload
+    inlined by Numba (``inline="always"``) is typed again at every call site and makes
+    Numba run its IR passes over the whole kernel once more per call (a tenth of a
+    second per kernel). From Python (``f.lower(...).python``) it runs ``core`` compiled
+    on its own."""
     float_type = numba.from_dtype(np.dtype(ftype))
-
-    @intrinsic
-    def expand(typingctx, x):
-        if not isinstance(x, (types.Float, types.Integer, types.Boolean)):
-            return None
-
-        def codegen(context, builder, signature, args):
-            value = context.cast(builder, args[0], x, float_type)
-            library, callee = _subroutine(context, builder, name, core, float_type)
-            context.active_code_library.add_linking_library(library)
-            fnty = context.call_conv.get_function_type(float_type, [float_type])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, callee)
-            _, result = context.call_conv.call_function(builder, fn, float_type, [float_type], [value])
-            for block in builder.function.blocks:       # inlined whatever its size
-                for instr in block.instructions:
-                    if isinstance(instr, llvm.CallInstr) and getattr(instr.callee, "name", None) == callee:
-                        instr.attributes.add("alwaysinline")
-            return result
-
-        return float_type(x), codegen
 
     def python(x):
         return core(ftype(x))
 
     python.__name__ = python.__qualname__ = name
     python.__doc__ = f"{name.split('_')[0]} for {np.dtype(ftype).name}, vectorizable (see jittape.codegen.mathlib)."
-    overload(python, inline="always")(lambda x: lambda x: expand(x))
+
+    @type_callable(python)
+    def typer(context):
+        def call(x):
+            if isinstance(x, (types.Float, types.Integer, types.Boolean)):
+                return float_type
+        return call
+
+    @lower_builtin(python, types.Any)
+    def lower(context, builder, signature, args):
+        value = context.cast(builder, args[0], signature.args[0], float_type)
+        library, callee = _subroutine(context, builder, name, core, float_type)
+        context.active_code_library.add_linking_library(library)
+        fnty = context.call_conv.get_function_type(float_type, [float_type])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, callee)
+        _, result = context.call_conv.call_function(builder, fn, float_type, [float_type], [value])
+        for block in builder.function.blocks:       # inlined whatever its size
+            for instr in block.instructions:
+                if isinstance(instr, llvm.CallInstr) and getattr(instr.callee, "name", None) == callee:
+                    instr.attributes.add("alwaysinline")
+        return result
+
     return python
 
 

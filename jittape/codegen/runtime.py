@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from .gemm import matmul2d  # noqa: F401  (generated code imports it from here)
+from .linkage import link  # noqa: F401
 
 _jit = numba.njit(cache=True)
 

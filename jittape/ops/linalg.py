@@ -178,6 +178,9 @@ def _lower_matmul(ctx, node):
     xn, yn = names
     o = ctx.name(out)
     batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
+    operands = np.dtype(out.dtype if float_out else np.float64).name
+    if x.ndim > 1 and y.ndim > 1 and operands in ("float32", "float64"):
+        ctx.link("matmul2d", operands)   # the product's machine code, not compiled in
     if batch == 0:
         expr = (f"matmul2d({xn}, {yn}, {ctx.parallel})" if x.ndim == 2 and y.ndim == 2
                 else f"dot({xn}, {yn})")
