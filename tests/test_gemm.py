@@ -157,3 +157,43 @@ def test_matmul2d_stays_cacheable_on_disk():
     matmul2d(np.ones((300, 300)), np.ones((300, 300)))
     for cres in gemm._matmul2d.overloads.values():
         assert not cres.library.has_dynamic_globals
+
+
+@numba.njit
+def _result_only(a, b):
+    return np.empty((a.shape[0], b.shape[1]), a.dtype)
+
+
+@numba.njit
+def _compiled_product(a, b):       # as kernels call it: the product for arrays of layout A
+    return matmul2d(a, b, True)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_blas_products_take_ordered_operands_without_copies(order):
+    """Skinny products go to BLAS; the product's operands are of layout A, which Numba's
+    np.dot would copy every time (the gradient of x @ w for a tall x: 4 MB a step). An
+    operand that is C or Fortran ordered is passed as it is: the result is all the
+    product allocates."""
+    from numba.core.runtime import _nrt_python as memsys, rtsys
+    x = np.asarray(np.random.default_rng(3).standard_normal((2000, 50)), np.float32, order=order)
+    v = np.ones((2000, 1), np.float32)
+    want = x.T @ v
+    np.testing.assert_allclose(_compiled_product(x.T, v), want, rtol=1e-4, atol=1e-3)
+    _result_only(x.T, v)
+    enabled = memsys.memsys_stats_enabled()
+    memsys.memsys_enable_stats()
+    try:
+        def allocations(fn):                # the arguments' wrappers count too
+            before = rtsys.get_allocation_stats().alloc
+            out = fn(x.T, v)
+            return rtsys.get_allocation_stats().alloc - before, out
+        baseline, _ = allocations(_result_only)
+        count, got = allocations(_compiled_product)
+        assert count == baseline
+    finally:
+        if not enabled:
+            memsys.memsys_disable_stats()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    strided = _compiled_product(x[::2].T, v[::2])                 # neither order: copies
+    np.testing.assert_allclose(strided, x[::2].T @ v[::2], rtol=1e-4, atol=1e-3)

@@ -288,13 +288,57 @@ def _product(a, b, threads=True):
         def impl(a, b, threads=True):
             m, n = a.shape[0], b.shape[1]
             if m < MR or n < half:
-                return np.dot(a, b)
+                return blas_product(a, b)
             # as arrays of any layout ([:, :]): one compile per dtype, not per layout pair
             if threads and m * n * a.shape[1] >= PARALLEL:
                 return _gemm_parallel(a[:, :], b[:, :])
             return _gemm(a[:, :], b[:, :])
         return impl
     return lambda a, b, threads=True: np.dot(a, b)
+
+
+@intrinsic
+def _as_layout(typingctx, a, layout):
+    """``a`` (an array of layout A) typed as of ``layout`` ('C' or 'F'), the same array:
+    for a caller that has checked the strides at run time."""
+    if not (isinstance(a, types.Array) and isinstance(layout, types.StringLiteral)):
+        return None
+    result = a.copy(layout=layout.literal_value)
+
+    def codegen(context, builder, signature, args):
+        context.nrt.incref(builder, a, args[0])       # a new reference to the same array
+        return args[0]
+
+    return result(a, layout), codegen
+
+
+def blas_product(a, b):
+    """np.dot(a, b) for matrices of any layout, C or Fortran ordered ones passed to
+    BLAS as they are."""
+    return np.dot(a, b)
+
+
+@overload(blas_product)
+def _blas_product(a, b):
+    if a.layout in "CF" and b.layout in "CF":
+        return lambda a, b: np.dot(a, b)
+
+    def impl(a, b):
+        # Numba's np.dot copies every operand of layout A (a copy of x.T in the
+        # gradient of x @ w: most of a logistic regression's step): here they keep
+        # their order, known from their strides
+        a_c, a_f = a.flags.c_contiguous, a.flags.f_contiguous
+        b_c, b_f = b.flags.c_contiguous, b.flags.f_contiguous
+        if a_c and b_c:
+            return np.dot(_as_layout(a, "C"), _as_layout(b, "C"))
+        if a_c and b_f:
+            return np.dot(_as_layout(a, "C"), _as_layout(b, "F"))
+        if a_f and b_c:
+            return np.dot(_as_layout(a, "F"), _as_layout(b, "C"))
+        if a_f and b_f:
+            return np.dot(_as_layout(a, "F"), _as_layout(b, "F"))
+        return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(b))
+    return impl
 
 
 # matmul2d lives here, beside what it calls, because Numba keys a function's disk cache
