@@ -121,7 +121,8 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
-    dispatcher = numba.njit(cache=use_cache, **options)(func)
+    from .pipeline import KernelCompiler
+    dispatcher = numba.njit(cache=use_cache, pipeline_class=KernelCompiler, **options)(func)
     return Built(dispatcher, path, from_disk, use_cache)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from jittape.errors import NumericsError, SignatureMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, link, matmul2d, slice_length, slice_start, slice_step, zeros,
+    dot, empty, fill, full, link, matmul2d, slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
@@ -96,17 +96,10 @@ class Context:
 
     @staticmethod
     def full(name, shape, value, dtype):
-        """Lines making ``name`` an array of ``shape`` filled with ``value`` (source code).
-
-        An explicit loop: Numba compiles it much faster than ``np.full``.
-        """
-        rank = len(shape)
-        lines = [f"{name} = empty({names.shape_code(shape)}, {names.dtype_code(dtype)})"]
-        for k in range(rank):
-            lines.append("    " * k + f"for k{k} in range({name}.shape[{k}]):")
-        index = ", ".join(f"k{k}" for k in range(rank))
-        lines.append("    " * rank + f"{name}[{index}] = {value}")
-        return lines
+        """Lines making ``name`` an array of ``shape`` filled with ``value`` (source code):
+        ``runtime.full``, compiled once with jittape (a loop here would be compiled again
+        in every kernel, a tenth of a second each)."""
+        return [f"{name} = full({names.shape_code(shape)}, {value}, {names.dtype_code(dtype)})"]
 
 
 def generate(graph, name, version):
@@ -370,13 +363,22 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
     lines = []
     indent = ""
     for a in range(rank):
-        lines.append(f"{indent}for {names.index_name(a)} in range({_span(a, sizes, bounds)}):")
-        indent += "    "
+        indent = _loop(lines, indent, a, group.domain, sizes, bounds)
     lines += element(indent)
     if red is not None:
         lines += _accumulate(ctx, red, rank, acc, operand(red.inputs[0], red.out.dtype), indent,
                              final)
     return lines
+
+
+def _loop(lines, indent, axis, domain, sizes, bounds):
+    """Append the loop over ``axis`` at ``indent`` (an index of 0 for an axis of size one,
+    a loop Numba would compile for nothing); the indent of its body."""
+    if not (bounds and axis == 0) and not isinstance(domain[axis], ir.Dim) and domain[axis] == 1:
+        lines.append(f"{indent}{names.index_name(axis)} = 0")
+        return indent
+    lines.append(f"{indent}for {names.index_name(axis)} in range({_span(axis, sizes, bounds)}):")
+    return indent + "    "
 
 
 def _span(axis, sizes, bounds):
@@ -487,9 +489,11 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     accumulators, one per position in each run of LANES elements, so that the loop has
     no dependence from one element to the next and LLVM vectorizes it (without
     reassociating anything: the order is fixed, the same every run); the last run may be
-    shorter. The lanes are then added in order. A float32 sum keeps float32 lanes, added
-    into a float64 total every FLUSH elements. Rows shorter than LANES use as many lanes
-    as they have elements, so a row of ten costs ten lanes, not LANES."""
+    shorter. The lanes are then added in order, and start again from the reduction's
+    initial value (so they are filled once, before the first row). A float32 sum keeps
+    float32 lanes, added into a float64 total every FLUSH elements. Rows shorter than
+    LANES use as many lanes as they have elements, so a row of ten costs ten lanes, not
+    LANES."""
     red = group.reduce
     r = red.out
     rank = len(group.domain)
@@ -503,30 +507,29 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     lanes, total, used = ctx.tmp("lanes"), ctx.tmp("total"), ctx.tmp("used")
     first, stop = (bounds if (bounds and inner == 0) else ("0", sizes[inner]))
     length = stop if first == "0" else f"{stop} - {first}"
-    made = (f"{lanes_of[0]}[{lanes_of[1]}]" if lanes_of    # a task's row of lanes
-            else f"empty({LANES}, {names.dtype_code(r.dtype)})")
-    lines = [f"{lanes} = {made}",
-             f"{used} = min({LANES}, {length})   # lanes in use: fewer on short rows"]
+    if lanes_of:                                       # a task's row of lanes
+        lines = [f"{lanes} = fill({lanes_of[0]}[{lanes_of[1]}], {lane_init})"]
+    else:
+        lines = [f"{lanes} = full({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
+    lines.append(f"{used} = min({LANES}, {length})   # lanes in use: fewer on short rows")
     indent = ""
     for a in range(inner):
-        lines.append(f"{indent}for {names.index_name(a)} in range({_span(a, sizes, bounds)}):")
-        indent += "    "
+        indent = _loop(lines, indent, a, group.domain, sizes, bounds)
     x = operand(red.inputs[0], r.dtype)
-    flush = [f"for lane in range({used}):",
-             f"    {total} = {update.format(acc=total, x=f'{lanes}[lane]')}",
-             f"    {lanes}[lane] = {lane_init}"]
+    # the lanes are added into the total (and start again) after the last run of a row,
+    # and, for a float32 sum, every FLUSH elements: one loop for both
+    last = f"start + {LANES} >= {stop}"
+    when = f"(start + {LANES}) % {FLUSH} == 0 or {last}" if wide else last
     lines += [f"{indent}{total} = {init_code}",
-              f"{indent}for lane in range({used}):",
-              f"{indent}    {lanes}[lane] = {lane_init}",
               f"{indent}for start in range({first}, {stop}, {LANES}):",
               f"{indent}    for lane in range(min({LANES}, {stop} - start)):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
-    lines.append(f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}")
-    if wide:        # float32 lanes (a float32 loop vectorizes twice as wide), into float64
-        lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:   # every {FLUSH} elements")
-        lines += [f"{indent}        {line}" for line in flush]
-    lines += [f"{indent}{line}" for line in flush]
+    lines += [f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}",
+              f"{indent}    if {when}:",
+              f"{indent}        for lane in range({used}):",
+              f"{indent}            {total} = {update.format(acc=total, x=f'{lanes}[lane]')}",
+              f"{indent}            {lanes}[lane] = {lane_init}"]
     return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
 
 
@@ -535,11 +538,7 @@ def _alloc(ctx, v, reuse, shape, fill=None):
     if v.id in reuse:
         lines = [f"{name} = v{reuse[v.id]}  # reuses a dead buffer"]
         if fill is not None:
-            rank = v.ndim
-            for k in range(rank):
-                lines.append("    " * k + f"for k{k} in range({name}.shape[{k}]):")
-            index = ", ".join(f"k{k}" for k in range(rank))
-            lines.append("    " * rank + f"{name}[{index}] = {names.literal_code(fill, v.dtype)}")
+            lines.append(f"fill({name}, {names.literal_code(fill, v.dtype)})")
         return lines
     if fill is None:
         return [f"{name} = empty({shape}, {names.dtype_code(v.dtype)})"]

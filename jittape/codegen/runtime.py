@@ -83,3 +83,16 @@ def zeros(shape, dtype):
     return np.zeros(shape, dtype)
 
 
+@numba.njit(cache=True)
+def fill(a, value):
+    """Every element of ``a`` set to ``value`` (cast to its dtype); ``a``."""
+    a[...] = value
+    return a
+
+
+@numba.njit(cache=True)
+def full(shape, value, dtype):
+    """np.full(shape, value, dtype)."""
+    return fill(np.empty(shape, dtype), value)
+
+
