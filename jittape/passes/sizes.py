@@ -8,15 +8,21 @@ lets the later passes see what is really the same: fusion puts loops over the sa
 domain together, CSE merges nodes that differ only in how a size was spelled, and the
 buffer planner hands a dead buffer to a value of the same shape.
 
-The representative of a class is its simplest member: an input's own axis
-(``("in", k, axis)``, the lowest ``k`` first) before a derived size.
+The representative of a class is its simplest member: a literal size (a check that an
+input's axis equals a constant's, ``10 == labels.shape[1]``, or is 1), then an input's
+own axis (``("in", k, axis)``, the lowest ``k`` first), then a derived size. A size known
+to be a literal is written as that int, so that loops over it are loops of a known
+length and domains that are the same at run time are the same to the passes.
 """
 
 from ..ir import Dim, Graph, Node, Var
 
 
 def _rank(expr):
-    """Sort key: inputs' axes first (by input, then axis), then larger expressions."""
+    """Sort key: literal sizes first, inputs' axes (by input, then axis), then larger
+    expressions."""
+    if isinstance(expr, int):
+        return (-1, expr)
     if isinstance(expr, tuple) and expr[0] == "in":
         return (0, expr[1], expr[2])
     return (1, len(repr(expr)), repr(expr))
@@ -50,7 +56,7 @@ def canonical_sizes(graph):
     """The graph with every run-time size written as its class's representative."""
     classes = _Classes()
     for a, b in graph.checks:
-        if isinstance(a, tuple) and isinstance(b, tuple):   # (expr, 1) checks stay as they are
+        if isinstance(a, tuple) or isinstance(b, tuple):
             classes.union(a, b)
     if not classes.parent:
         return graph
@@ -74,6 +80,8 @@ def canonical_sizes(graph):
     def size(d):
         if isinstance(d, Dim):
             e = expr(d.expr)
+            if isinstance(e, int):
+                return e                     # a literal: checked equal on entry
             return d if e == d.expr else Dim(int(d), e)
         if isinstance(d, tuple):
             return tuple(size(x) for x in d)
