@@ -71,6 +71,30 @@ def test_sizes_checked_equal_get_one_expression():
     assert g.checks                                # the kernel still checks them on entry
 
 
+def test_a_size_checked_equal_to_a_literal_becomes_the_literal():
+    """Labels compared with a constant of 10 classes: the logits' class axis is checked
+    equal to 10 on entry, and is 10 everywhere after. The loops over (batch, classes)
+    are then one domain and fuse; the kernel still rejects 11 classes."""
+    def loss(logits, labels):
+        onehot = jt.cast(jt.equal(jt.reshape(labels, (-1, 1)), jt.constant(np.arange(10))),
+                         jt.float32)
+        return jt.sum(onehot * jt.exp(logits))
+
+    logits, labels = np.ones((6, 10), np.float32), np.arange(6) % 10
+    t, _, out = trace(loss, logits, labels)
+    g = passes.canonical_sizes(t.graph([out._var]))
+    assert any(a == 10 or b == 10 for a, b in g.checks)
+    exp_node = next(n for n in g.nodes if n.prim.name == "exp")
+    assert exp_node.out.shape[1] == 10 and not isinstance(exp_node.out.shape[1], Dim)
+    f = jt.grad(loss)
+    source = f.lower(logits, labels).source
+    assert source.count("fused loop over") == 1
+    np.testing.assert_allclose(f(logits, labels), (labels[:, None] == np.arange(10)) * np.e,
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        f(np.ones((6, 11), np.float32), labels)
+
+
 def test_canonical_sizes_let_a_dead_buffer_serve_an_equal_shape():
     def loss(w, b, x):
         y = x @ w + b

@@ -77,25 +77,25 @@ def canonical_sizes(graph):
             memo[e] = found
         return found
 
-    def size(d):
+    def size(d, literal=True):
         if isinstance(d, Dim):
             e = expr(d.expr)
-            if isinstance(e, int):
-                return e                     # a literal: checked equal on entry
+            if isinstance(e, int):           # a literal: checked equal on entry
+                return e if literal else d
             return d if e == d.expr else Dim(int(d), e)
         if isinstance(d, tuple):
-            return tuple(size(x) for x in d)
+            return tuple(size(x, literal) for x in d)
         return d
 
     seen = set()
 
-    def fix(var):
+    def fix(var, literal=True):
         if var.id not in seen:
             seen.add(var.id)
-            var.shape = size(var.shape)
+            var.shape = size(var.shape, literal)
 
-    for v in graph.inputs:
-        fix(v)
+    for v in graph.inputs:       # their sizes stay their own: the kernel's signature (any
+        fix(v, literal=False)    # size but 1) is checked before the sizes' equalities
     for c in graph.consts:
         fix(c.var)
     nodes = []
