@@ -7,8 +7,8 @@ driver, its parallel twin and Numba's threading around it) that was about one se
 of the cold compile of every kernel that multiplies matrices, for code that never
 changes from kernel to kernel.
 
-``external(dispatcher, signatures, key)`` makes a helper that generated code calls like
-the dispatcher. In compiled code, a call whose argument types convert to one of the
+``external(dispatcher, name, signatures, key)`` makes a helper that generated code calls
+like the dispatcher. In compiled code, a call whose argument types convert to one of the
 fixed ``signatures`` (arrays of any layout become layout ``A``) is a call of that
 signature's machine code through a process-wide symbol (``jittape.extern.<name>.<key>``):
 the helper is compiled once (kept in Numba's disk cache with the installation, like the
