@@ -144,3 +144,17 @@ def test_new_processes_with_warm_caches_load_and_run(tmp_path):
     for name in ("value", "g1", "mine"):
         assert last[name] == first[name]
     assert last["mine"] == 2 * last["value"]
+
+
+def test_with_numba_disabled_the_product_is_plain_python():
+    """NUMBA_DISABLE_JIT=1 (debugging in Python): the runtime imports and the product
+    runs as a plain function."""
+    code = ("import sys, numpy as np; sys.path.insert(0, %r)\n"
+            "from jittape.codegen.runtime import link, matmul2d\n"
+            "link(matmul2d, 'float32')\n"
+            "print(matmul2d(np.ones((8, 8)), np.ones((8, 8)), True).sum())\n" % ROOT)
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "512.0"

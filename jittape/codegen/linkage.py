@@ -99,6 +99,8 @@ def external(dispatcher, name, signatures, key):
     dispatcher (see the module's docstring). Typed and lowered directly
     (``type_callable``, ``lower_builtin``): an ``overload`` would compile a function
     for each layout of the arguments."""
+    if not hasattr(dispatcher, "py_func"):     # NUMBA_DISABLE_JIT: a plain function
+        return dispatcher
     ext = External(dispatcher, name, signatures, key)
 
     def helper(*args):
@@ -153,4 +155,5 @@ def _lowering(ext, dispatcher):
 def link(helper, key):
     """Define the symbol of ``helper``'s machine code for ``key`` in this process
     (generated modules call it at import, for what their kernel calls)."""
-    return helper.external.link(key)
+    ext = getattr(helper, "external", None)
+    return ext.link(key) if ext is not None else None
