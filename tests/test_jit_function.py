@@ -528,3 +528,21 @@ def test_tapes_and_traces_belong_to_their_thread():
         release.set()
         worker.join()
     np.testing.assert_array_equal(result["out"], [2.0, 2.0])
+
+
+def test_a_reshape_to_literal_sizes_equal_when_traced_is_kept():
+    """reshape(y, (5, -1)) of a y traced as (5, 10) is not a no-op: the 5 is the user's
+    literal, y's 5 a size of the input; with 60 elements the result is (5, 12)."""
+    c = np.arange(10.0)
+    f = jt.function(lambda x: jt.sum(jt.reshape(jt.reshape(x, (-1, 10)) + c, (5, -1))[:, -4:]))
+    for n in (50, 60, 100):
+        x = np.arange(float(n))
+        want = np.sum(np.reshape(np.reshape(x, (-1, 10)) + c, (5, -1))[:, -4:])
+        assert float(f(x)) == want
+
+
+def test_a_broadcast_to_a_literal_shape_is_checked_at_run_time():
+    g = jt.function(lambda x: jt.broadcast_to(jt.reshape(x, (-1,)) * 2, (5,)))
+    np.testing.assert_array_equal(g(np.ones(5)), np.full(5, 2.0))
+    with pytest.raises(ValueError, match="broadcast_to"):
+        g(np.ones(6))

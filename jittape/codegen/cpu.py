@@ -355,9 +355,7 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
     lane reduction's accumulators are, instead of a new array."""
     red = group.reduce
     rank = len(group.domain)
-    inner = rank - 1
-    if (red is not None and rank > 0 and inner in red.params["axis"]
-            and (isinstance(group.domain[inner], ir.Dim) or group.domain[inner] >= 2 * LANES)):
+    if _uses_lanes(group):
         return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final,
                                lanes_of)
     lines = []
@@ -379,6 +377,16 @@ def _loop(lines, indent, axis, domain, sizes, bounds):
         return indent
     lines.append(f"{indent}for {names.index_name(axis)} in range({_span(axis, sizes, bounds)}):")
     return indent + "    "
+
+
+def _uses_lanes(group):
+    """Whether the group's reduction runs along its innermost axis on lanes: a reduction
+    along that axis, unless it is a literal size under 2 * LANES (a short row: a plain
+    loop)."""
+    red = group.reduce
+    inner = len(group.domain) - 1
+    return (red is not None and inner >= 0 and inner in red.params["axis"]
+            and (isinstance(group.domain[inner], ir.Dim) or group.domain[inner] >= 2 * LANES))
 
 
 def _span(axis, sizes, bounds):
@@ -428,7 +436,7 @@ def _parallel_loops(ctx, group, sizes, acc, element, operand):
         acc_dtype = _accumulator_dtype(red)
         lines.append(f"{parts} = empty({chunks}, {names.dtype_code(acc_dtype)})")
     pool = None
-    if red is not None:      # every task's lanes, made here: no call to compile in a task
+    if _uses_lanes(group):   # every task's lanes, allocated here (filled in the task)
         pool = ctx.tmp("lanes")
         lines.append(f"{pool} = empty(({chunks}, {LANES}), {names.dtype_code(red.out.dtype)})")
     lines.append(f"for {chunk} in numba.prange({chunks}):")

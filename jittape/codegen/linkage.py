@@ -24,14 +24,12 @@ helper of the installation it runs in, through the same fixed signature.
 """
 
 import inspect
-import warnings
 
 import numba
 from llvmlite import binding
 from numba import types
 from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
-from numba.core.errors import NumbaPerformanceWarning
 from numba.extending import lower_builtin, type_callable
 
 
@@ -63,9 +61,7 @@ class External:
                 numba.get_num_threads()
                 from .build import _lean_cache_loads
                 _lean_cache_loads(self.dispatcher)
-                with warnings.catch_warnings():   # arrays of layout A, by design
-                    warnings.simplefilter("ignore", NumbaPerformanceWarning)
-                    self.dispatcher.compile(sig)
+                self.dispatcher.compile(sig)
                 cres = self.dispatcher.overloads[tuple(sig)]
                 address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
                 binding.add_symbol(symbol, address)

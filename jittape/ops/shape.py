@@ -26,6 +26,13 @@ def _shape(x):
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
+def _same_shape(a, b):
+    """Whether shapes ``a`` and ``b`` are the same at run time, not only now: sizes known
+    only at run time compared by their expressions (a traced size of 5 is not the
+    literal 5)."""
+    return len(a) == len(b) and all(ir.expr_of(x) == ir.expr_of(y) for x, y in zip(a, b))
+
+
 def _as_size(d):
     """An int from a size argument; an ir.Dim (a size known at run time) is kept as it is."""
     return d if isinstance(d, int) and not isinstance(d, bool) else operator.index(d)
@@ -73,7 +80,7 @@ def resolve_shape(op, old, shape):
 def reshape(x, shape):
     """``x`` with a new shape of the same size (one entry may be -1)."""
     shape = resolve_shape("reshape", _shape(x), shape)
-    if _shape(x) == shape and isinstance(x, Tensor):
+    if isinstance(x, Tensor) and _same_shape(_shape(x), shape):
         return x
     return _reshape.bind(x, shape=shape)
 
@@ -142,7 +149,7 @@ _broadcast_to = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, sh
 def broadcast_to(x, shape):
     shape = ((_as_size(shape),) if isinstance(shape, (int, np.integer))
              else tuple(_as_size(d) for d in shape))
-    if _shape(x) == shape and isinstance(x, Tensor):
+    if isinstance(x, Tensor) and _same_shape(_shape(x), shape):
         return x
     return _broadcast_to.bind(x, shape=shape)
 
