@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -8,6 +11,12 @@ import pytest
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# Compiled functions go to a disk cache of this test process, never the user's
+# (~/.cache/jittape): tests that need their own take the ``cache_dir`` fixture.
+_CACHE = tempfile.mkdtemp(prefix="jittape-tests-")
+os.environ["JITTAPE_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 
 @pytest.fixture

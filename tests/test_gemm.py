@@ -197,3 +197,36 @@ def test_blas_products_take_ordered_operands_without_copies(order):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     strided = _compiled_product(x[::2].T, v[::2])                 # neither order: copies
     np.testing.assert_allclose(strided, x[::2].T @ v[::2], rtol=1e-4, atol=1e-3)
+
+
+@numba.njit
+def _batched_matrix_vector(x, v):
+    out = np.empty((x.shape[0], x.shape[1]), x.dtype)
+    for b in range(x.shape[0]):
+        out[b] = gemm.dot(x[b, :, :], v)       # a slice of layout A, C ordered
+    return out
+
+
+@numba.njit
+def _batched_result_only(x, v):
+    return np.empty((x.shape[0], x.shape[1]), x.dtype)
+
+
+def test_batched_matrix_vector_products_do_not_copy_the_slices():
+    from numba.core.runtime import _nrt_python as memsys, rtsys
+    x = np.random.default_rng(4).standard_normal((8, 300, 200)).astype(np.float32)
+    v = np.ones(200, np.float32)
+    np.testing.assert_allclose(_batched_matrix_vector(x, v), x @ v, rtol=1e-4, atol=1e-3)
+    _batched_result_only(x, v)
+    enabled = memsys.memsys_stats_enabled()
+    memsys.memsys_enable_stats()
+    try:
+        counts = []
+        for fn in (_batched_result_only, _batched_matrix_vector):
+            before = rtsys.get_allocation_stats().alloc
+            fn(x, v)
+            counts.append(rtsys.get_allocation_stats().alloc - before)
+    finally:
+        if not enabled:
+            memsys.memsys_disable_stats()
+    assert counts[1] == counts[0] + x.shape[0]     # each product's result, no copies

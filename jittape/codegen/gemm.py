@@ -313,8 +313,8 @@ def _as_layout(typingctx, a, layout):
 
 
 def blas_product(a, b):
-    """np.dot(a, b) for matrices of any layout, C or Fortran ordered ones passed to
-    BLAS as they are."""
+    """np.dot(a, b) for matrices and vectors of any layout, C or Fortran ordered ones
+    passed to BLAS as they are."""
     return np.dot(a, b)
 
 
@@ -341,8 +341,16 @@ def _blas_product(a, b):
     return impl
 
 
-# matmul2d lives here, beside what it calls, because Numba keys a function's disk cache
-# on its own file only: in another module it would keep old code of this one.
+# dot and matmul2d live here, beside what they call, because Numba keys a function's
+# disk cache on its own file only: in another module it would keep old code of this one.
+@numba.njit(cache=True)
+def dot(a, b):
+    """np.dot for generated code (a matrix or a vector times a vector, the matrices of a
+    batched product times a vector): ``blas_product``, so that operands of layout A
+    (slices of a batch) are not copied when they are C or Fortran ordered."""
+    return blas_product(a, b)
+
+
 @numba.njit(cache=True)
 def _matmul2d(a, b, threads=True):
     """a @ b for matrices (generated code's matmul; ``threads``: large products may use

@@ -7,7 +7,7 @@ differ only in their constants' types, so that float32 code stays float32.
 import numba
 import numpy as np
 
-from .gemm import matmul2d  # noqa: F401  (generated code imports it from here)
+from .gemm import dot, matmul2d  # noqa: F401  (generated code imports them from here)
 from .linkage import link  # noqa: F401
 
 _jit = numba.njit(cache=True)
@@ -66,12 +66,6 @@ def slice_step(n, start, stop, step):
 # Array helpers. Generated kernels call these instead of np.dot / np.empty / np.zeros:
 # each specialization is compiled once and kept in Numba's disk cache, so a new kernel
 # does not compile Numba's implementations of them again (most of a cold compile).
-
-@numba.njit(cache=True)
-def dot(a, b):
-    """np.dot (BLAS for float32/float64 matrices)."""
-    return np.dot(a, b)
-
 
 @numba.njit(cache=True)
 def empty(shape, dtype):
