@@ -111,10 +111,10 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
     if njit_options is None:              # a CUDA driver: plain Python launching kernels
         return Built(func, path, from_disk, use_cache)
     options = dict(njit_options)
-    # Numba's thread pool up before a CPU kernel compiles (4 ms, once): compiling a
-    # prange loop that calls a function Numba has not compiled yet, in a process whose
-    # pool has not started, fails to link ("Symbol not found: allocate_sched"), and
-    # kernels link the parallel matrix product (codegen.gemm)
+    # Numba's thread pool up before a CPU kernel compiles or loads (4 ms, once):
+    # compiling a prange loop that calls a function Numba has not compiled yet, in a
+    # process whose pool has not started, fails to link ("Symbol not found:
+    # allocate_sched"), and parallel code loaded before it starts crashes
     numba.get_num_threads()
     parallel = getattr(module, "PARALLEL_OPTIONS", None)    # a CPU kernel with prange loops
     if parallel:   # as ParallelOptions: Numba empties a dict on the first compile, and
