@@ -18,6 +18,7 @@ import numba
 
 from .._version import __version__
 from .. import config
+from .pipeline import KernelCompiler
 
 
 class Built:
@@ -121,7 +122,6 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
-    from .pipeline import KernelCompiler
     dispatcher = numba.njit(cache=use_cache, pipeline_class=KernelCompiler, **options)(func)
     return Built(dispatcher, path, from_disk, use_cache)
 

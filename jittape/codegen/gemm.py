@@ -294,7 +294,7 @@ def _product(a, b, threads=True):
                 return _gemm_parallel(a[:, :], b[:, :])
             return _gemm(a[:, :], b[:, :])
         return impl
-    return lambda a, b, threads=True: np.dot(a, b)
+    return lambda a, b, threads=True: blas_product(a, b)
 
 
 @intrinsic

@@ -63,9 +63,10 @@ def slice_step(n, start, stop, step):
     return slice(start, stop, step).indices(n)[2]
 
 
-# Array helpers. Generated kernels call these instead of np.dot / np.empty / np.zeros:
-# each specialization is compiled once and kept in Numba's disk cache, so a new kernel
-# does not compile Numba's implementations of them again (most of a cold compile).
+# Array helpers. Generated kernels call these instead of np.empty / np.zeros / np.full
+# (and gemm's dot and matmul2d instead of np.dot): each specialization is compiled once
+# and kept in Numba's disk cache, so a new kernel does not compile Numba's
+# implementations of them again (most of a cold compile).
 
 @numba.njit(cache=True)
 def empty(shape, dtype):
@@ -88,5 +89,3 @@ def fill(a, value):
 def full(shape, value, dtype):
     """np.full(shape, value, dtype)."""
     return fill(np.empty(shape, dtype), value)
-
-
