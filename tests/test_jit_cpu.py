@@ -121,6 +121,35 @@ def test_float32_constants_keep_float32_code(cache_dir):
                for line in source.splitlines() if "float64" in line)
 
 
+def softmax_loss(w, x, labels):
+    logits = jt.tanh(x @ w)
+    return jt.reduce_mean(jt.sparse_softmax_cross_entropy(labels, logits))
+
+
+@pytest.mark.parametrize("classes", [7, 300])
+def test_loops_over_the_rows_of_a_softmax_share_one_loop(cache_dir, classes):
+    # 7 classes: a row's max, sum, log and loss in one loop over the rows, the row
+    # values in registers; 300: the rows' reductions on lanes, loops of their own. Both
+    # as the tape, for batch sizes from one compile
+    f = jt.value_and_grad(softmax_loss)
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(4, classes)).astype(np.float32)
+    for n in (2, 5, 64):
+        x = rng.normal(size=(n, 4)).astype(np.float32)
+        labels = rng.integers(0, classes, n).astype(np.int32)
+        value, g = f(w, x, labels)
+        want_value, (want_g,) = eager_grads(softmax_loss, (w, x, labels), (0,))
+        np.testing.assert_allclose(value, want_value, rtol=1e-5)
+        np.testing.assert_allclose(g, want_g, rtol=1e-4, atol=1e-6)
+    assert f.cache_info().compiles == 1
+    kernel = f.lower(w, x, labels).source.split("def kernel")[1]
+    if classes == 7:
+        assert "# one loop over the rows" in kernel
+        assert kernel.count("for i0 in range(") < 5
+    else:                                   # long rows: each reduced on lanes, in a loop of its own
+        assert kernel.count("for lane in range(") >= 4
+
+
 # -- signatures and the in-memory cache -------------------------------------------------
 
 def test_batch_sizes_trace_and_compile_once(cache_dir):

@@ -6,7 +6,7 @@ import pytest
 import jittape as jt
 from jittape import autodiff, passes
 from jittape.ir import Dim
-from jittape.passes import Group, plan_buffers, schedule
+from jittape.passes import Group, Nest, nest, plan_buffers, schedule
 from jittape.trace import Trace, TracerError
 
 
@@ -152,6 +152,73 @@ def test_backward_of_the_chain_is_one_more_loop_and_keeps_no_extra_arrays():
     loops = [item for item in order if isinstance(item, Group) and item.domain]
     assert len(loops) == 1                      # grad only: the forward sum is dead
     assert loops[0].outputs == {g._var.id}
+
+
+def _xent_graph(n=6, classes=5):
+    def f(logits, onehot):
+        return jt.reduce_mean(jt.sum(onehot * (jt.logsumexp(logits, axis=1, keepdims=True)
+                                               - logits), axis=1))
+
+    t, (x, y), out = trace(f, np.ones((n, classes), np.float32),
+                           np.ones((n, classes), np.float32))
+    with t:
+        (g,) = autodiff.backward(t, [(out._var, jt.constant(np.float32(1)))], [x._var])
+    live = {out._var.id, g._var.id}
+    return passes.optimize(t.graph([out._var, g._var])), live
+
+
+def test_loops_over_the_same_rows_share_one_loop():
+    # a softmax cross-entropy: a row's max, its sum of exp, its log, the loss per row
+    # and the total of the rows, then the gradient's rows: loops over the same rows
+    graph, live = _xent_graph()
+    order = nest(schedule(graph.nodes, live), lambda group, open_nest: True, live)
+    nests = [item for item in order if isinstance(item, Nest)]
+    assert nests and len(nests[0].groups) >= 4
+    # what a row computes once (its max, its sum) is read from a register
+    row_max = next(g.reduce.out for g in nests[0].groups
+                   if g.reduce is not None and g.reduce.prim.name == "max")
+    assert row_max.id in nests[0].registers
+    groups = [g for item in order for g in (item.groups if isinstance(item, Nest) else
+                                            [item] if isinstance(item, Group) else [])]
+    assert all(not (g.outputs & g.registers) for g in groups)     # registers: no arrays
+
+
+def test_a_reduction_along_the_rows_is_read_only_after_their_loop():
+    # s sums t along its rows (axis 0): its rows are not done until every row is, so
+    # the group reading s is not in the loop that computes it
+    def f(x, z):
+        t = x + jt.transpose(x)              # the two sizes checked equal: rows of s are rows
+        return jt.sum(t, axis=0) * z
+
+    t, (x, z), out = trace(f, np.ones((4, 4)), np.ones(4))
+    graph = passes.optimize(t.graph([out._var]))
+    order = nest(schedule(graph.nodes, {out._var.id}), lambda group, open_nest: True,
+                 {out._var.id})
+    assert not any(isinstance(item, Nest) for item in order)
+    x = np.arange(16.0).reshape(4, 4)
+    z = np.arange(4.0)
+    np.testing.assert_allclose(jt.function(f)(x, z), (x + x.T).sum(axis=0) * z)
+
+
+def test_nodes_that_read_nothing_of_a_nest_move_before_it():
+    # the labels' reshape sits between the loops over the logits' rows: it moves before
+    # them instead of splitting them
+    def f(logits, labels):
+        return jt.reduce_mean(jt.sparse_softmax_cross_entropy(labels, logits))
+
+    t, (x, y), out = trace(f, np.ones((6, 5), np.float32), np.zeros(6, np.int32))
+    with t:
+        (g,) = autodiff.backward(t, [(out._var, jt.constant(np.float32(1)))], [x._var])
+    live = {out._var.id, g._var.id}
+    graph = passes.optimize(t.graph([out._var, g._var]))
+    plain = schedule(graph.nodes, live)
+    order = nest(schedule(graph.nodes, live), lambda group, open_nest: True, live)
+    k = next(i for i, item in enumerate(order) if isinstance(item, Nest))
+    labels = next(item for item in plain if not isinstance(item, Group)
+                  and item.prim.name == "reshape" and item.inputs[0] is y._var)
+    assert plain.index(labels) > 0 and isinstance(plain[plain.index(labels) - 1], Group)
+    assert labels in order[:k]
+    assert len(order[k].groups) >= 4
 
 
 def test_dead_buffers_are_reused():

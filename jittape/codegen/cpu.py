@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import ir
 from ..ir import Var
-from ..passes import Group, plan_buffers, schedule
+from ..passes import Group, Nest, nest, plan_buffers, schedule
+from ..passes.fuse import row_reduction
 from ..passes.memory import VIEW_OPS, materialized
 from . import mathlib, names
 
@@ -27,7 +28,8 @@ import numpy as np
 
 from jittape.errors import NumericsError, SignatureMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, fill, full, link, matmul2d, slice_length, slice_start, slice_step, zeros,
+    dot, empty, fill, full, link, matmul2d, reshape, slice_length, slice_start, slice_step,
+    zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
@@ -88,11 +90,6 @@ class Context:
     size = staticmethod(names.size_code)
     dtype = staticmethod(names.dtype_code)
     literal = staticmethod(names.literal_code)
-
-    def is_c_contiguous(self, v):
-        """Whether generated code made ``v`` as a C-ordered array (not an input or a view)."""
-        return (isinstance(v, Var) and v.node is not None and v.id not in self.input_index
-                and v.id not in self.const_ids and v.node.prim.name != "transpose")
 
     @staticmethod
     def full(name, shape, value, dtype):
@@ -245,14 +242,50 @@ def _sections(graph):
 
 def _emit(ctx, graph, nodes, live_out, reuse_buffers):
     order = schedule(nodes, live_out)
+    if not ctx.check_numerics:                 # (its checks read whole arrays after loops)
+        order = nest(order, lambda group, open_nest: _nests(ctx, group, open_nest), live_out)
     reuse = plan_buffers(graph, order, materialized(order)) if reuse_buffers else {}
     body = []
     for item in order:
-        if isinstance(item, Group):
+        if isinstance(item, Nest):
+            body.extend(_nest(ctx, item, reuse))
+        elif isinstance(item, Group):
             body.extend(_group(ctx, item, ctx.tmp("g"), reuse))
         else:
             body.extend(_node(ctx, item))
     return body
+
+
+def _nests(ctx, group, open_nest):
+    """Whether ``group`` runs in ``open_nest`` (None: opens a nest). Not a group with a
+    parallel twin. A group reducing on lanes only to join a nest whose rows have inner
+    loops, and only a total of its rows (rank one, to a scalar): the rows' loop does not
+    vectorize there, and the total is a register (float64 for a float32 sum) that each
+    row adds to."""
+    if _parallel_pays(ctx, group):
+        return False
+    if not _uses_lanes(group):
+        return True
+    return (open_nest is not None and len(group.domain) == 1 and group.reduce.out.ndim == 0
+            and any(len(g.domain) > 1 for g in open_nest.groups))
+
+
+def _nest(ctx, nest_, reuse):
+    """One loop over the rows shared by the nest's groups: what each group makes before
+    its loops (sizes, arrays), then the loop with each group's work on a row in order,
+    then what finishes a reduction to a scalar."""
+    before, row, after = [], [], []
+    for group in nest_.groups:
+        head, body, tail = _group(ctx, group, ctx.tmp("g"), reuse, nest_)
+        before += head
+        row += body
+        after += tail
+    size = names.size_code(nest_.size)
+    lines = [f"# one loop over the rows ({ir.shape_text((nest_.size,))}) of the "
+             f"{len(nest_.groups)} fused loops below"]
+    lines += before
+    lines.append(f"for {names.index_name(0)} in range({size}):")
+    return lines + ["    " + line for line in row] + after
 
 
 def _comment(node):
@@ -278,12 +311,15 @@ def _index(var, rank, axes=None):
     return ", ".join(items)
 
 
-def _group(ctx, group, gid, reuse):
+def _group(ctx, group, gid, reuse, nest_=None):
+    """The group's loops (lines); in a nest, (lines before the nest's loop over the rows,
+    lines of one row at index ``i0``, lines after the loop)."""
     rank = len(group.domain)
-    lines = [f"# fused loop over {ir.shape_text(group.domain) or 'a scalar'}:"]
-    lines += ["#   " + _comment(n)[2:] for n in group.nodes]
+    comments = [f"# fused loop over {ir.shape_text(group.domain) or 'a scalar'}:"]
+    comments += ["#   " + _comment(n)[2:] for n in group.nodes]
     if group.reduce is not None:
-        lines.append("#   " + _comment(group.reduce)[2:])
+        comments.append("#   " + _comment(group.reduce)[2:])
+    lines = [] if nest_ else comments
     sizes = [names.size_name(gid, a) for a in range(rank)]
     for a, d in enumerate(group.domain):
         lines.append(f"{sizes[a]} = {names.size_code(d)}")
@@ -302,6 +338,9 @@ def _group(ctx, group, gid, reuse):
         if r.ndim == 0:
             acc = ctx.tmp("acc")
             lines.append(f"{acc} = {names.literal_code(init(r.dtype), acc_dtype)}")
+        elif _row_accumulator(group):      # each element written once, from a register
+            if r.id not in group.registers:
+                lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape)))
         else:
             lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape), fill=init(r.dtype)))
     # (sizes that must match were checked on entry: graph.checks)
@@ -311,6 +350,13 @@ def _group(ctx, group, gid, reuse):
         if isinstance(v, Var):
             if v.id in members:
                 return names.temp_name(v)
+            if nest_ is not None:              # a value of the nest's row
+                src = nest_.row_source.get(v.id, v)
+                if src.id in nest_.row_values:
+                    return names.temp_name(src)
+                if src is not v:
+                    index = [names.index_name(0)] + ["0"] * (src.ndim - 1)
+                    return f"{ctx.name(src)}[{', '.join(index)}]"
             if v.ndim == 0:
                 return ctx.name(v)
             return f"{ctx.name(v)}[{_index(v, rank)}]"
@@ -338,6 +384,13 @@ def _group(ctx, group, gid, reuse):
                     out.append(f"{indent}{names.value_name(n.out)} = {t}")
         return out
 
+    if nest_ is not None:
+        row = comments + _loops(ctx, group, sizes, acc, element, operand, final=False,
+                                outer=False)
+        tail = []
+        if acc is not None:
+            tail = _accumulate(ctx, red, 0, acc, None, "", final=True, add=False)
+        return lines, row, tail
     serial = _loops(ctx, group, sizes, acc, element, operand)
     if not _parallel_pays(ctx, group):
         return lines + serial
@@ -348,25 +401,49 @@ def _group(ctx, group, gid, reuse):
     return lines + ["    " + line for line in serial]
 
 
-def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, lanes_of=None):
+def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, lanes_of=None,
+           outer=True):
     """The loop nest of a group over its domain, or with ``bounds`` (lo, hi: source)
-    over rows lo..hi-1 of its first axis. ``final``: finish a reduction to a scalar
+    over rows lo..hi-1 of its first axis; with ``outer`` False, without the loop over
+    the first axis (a nest's row, at index i0). ``final``: finish a reduction to a scalar
     (assign its result) after the loops. ``lanes_of`` (array, row: source): where a
     lane reduction's accumulators are, instead of a new array."""
     red = group.reduce
     rank = len(group.domain)
-    if _uses_lanes(group):
+    if _uses_lanes(group) and outer:        # (in a nest: a rank-one total, see _nests)
         return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final,
                                lanes_of)
+    row = red is not None and _row_accumulator(group)
     lines = []
-    indent = ""
+    indent = row_indent = ""
     for a in range(rank):
-        indent = _loop(lines, indent, a, group.domain, sizes, bounds)
+        if a == 1 and row:                  # a row's result accumulates in a register
+            init = red.prim.lowerings["reduce"][0](red.out.dtype)
+            lines.append(f"{indent}{names.temp_name(red.out)} = "
+                         f"{names.literal_code(init, red.out.dtype)}")
+        if a > 0 or outer:
+            indent = _loop(lines, indent, a, group.domain, sizes, bounds)
+        if a == 0:
+            row_indent = indent
     lines += element(indent)
-    if red is not None:
-        lines += _accumulate(ctx, red, rank, acc, operand(red.inputs[0], red.out.dtype), indent,
-                             final)
-    return lines
+    if red is None:
+        return lines
+    x = operand(red.inputs[0], red.out.dtype)
+    if not row:
+        return lines + _accumulate(ctx, red, rank, acc, x, indent, final)
+    _, step = red.prim.lowerings["reduce"]
+    t = names.temp_name(red.out)
+    lines.append(f"{indent}{t} = {step.format(acc=t, x=x)}")
+    if red.out.id not in group.registers:
+        lines.append(f"{row_indent}{_reduce_target(red, rank)} = {t}")
+    return lines + ctx.finite_check(red, t, 0, row_indent)
+
+
+def _row_accumulator(group):
+    """Whether the group's reduction leaves one value per row (a row's sum, max, ...)
+    computed in a register, row by row (not on lanes: rows of literal length under
+    2 * LANES, or reduced over several axes)."""
+    return row_reduction(group) and not _uses_lanes(group)
 
 
 def _loop(lines, indent, axis, domain, sizes, bounds):
@@ -440,7 +517,7 @@ def _parallel_loops(ctx, group, sizes, acc, element, operand):
         pool = ctx.tmp("lanes")
         lines.append(f"{pool} = empty(({chunks}, {LANES}), {names.dtype_code(red.out.dtype)})")
     lines.append(f"for {chunk} in numba.prange({chunks}):")
-    body = [f"{lo} = {chunk} * {rows}", f"{hi} = min({sizes[0]}, {lo} + {rows})"]
+    body = [f"{lo} = {chunk} * {rows}", f"{hi} = {smaller(sizes[0], f'{lo} + {rows}')}"]
     if whole:
         body.append(f"{part} = {names.literal_code(init(red.out.dtype), acc_dtype)}")
     body += _loops(ctx, group, sizes, part if whole else acc, element, operand,
@@ -453,6 +530,12 @@ def _parallel_loops(ctx, group, sizes, acc, element, operand):
                   f"    {acc} = {update.format(acc=acc, x=f'{parts}[{chunk}]')}"]
         lines += _accumulate(ctx, red, 0, acc, None, "", final=True, add=False)
     return lines
+
+
+def smaller(a, b):
+    """Code for the smaller of two integers: a conditional expression, which Numba lowers
+    directly (its ``min`` builtin compiles an implementation of its own per process)."""
+    return f"({a} if {a} < {b} else {b})"
 
 
 def _accumulator_dtype(red):
@@ -519,7 +602,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
         lines = [f"{lanes} = fill({lanes_of[0]}[{lanes_of[1]}], {lane_init})"]
     else:
         lines = [f"{lanes} = full({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
-    lines.append(f"{used} = min({LANES}, {length})   # lanes in use: fewer on short rows")
+    lines.append(f"{used} = {smaller(LANES, length)}   # lanes in use: fewer on short rows")
     indent = ""
     for a in range(inner):
         indent = _loop(lines, indent, a, group.domain, sizes, bounds)
@@ -530,7 +613,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     when = f"(start + {LANES}) % {FLUSH} == 0 or {last}" if wide else last
     lines += [f"{indent}{total} = {init_code}",
               f"{indent}for start in range({first}, {stop}, {LANES}):",
-              f"{indent}    for lane in range(min({LANES}, {stop} - start)):",
+              f"{indent}    for lane in range({smaller(LANES, f'{stop} - start')}):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
     lines += [f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}",

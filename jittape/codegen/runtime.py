@@ -6,6 +6,12 @@ differ only in their constants' types, so that float32 code stays float32.
 
 import numba
 import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed, lower_builtin
+from numba.core.typing.templates import signature
+from numba.extending import type_callable
+from numba.np.arrayobj import make_array, populate_array
 
 from .gemm import dot, matmul2d  # noqa: F401  (generated code imports them from here)
 from .linkage import link  # noqa: F401
@@ -89,3 +95,50 @@ def fill(a, value):
 def full(shape, value, dtype):
     """np.full(shape, value, dtype)."""
     return fill(np.empty(shape, dtype), value)
+
+
+def reshape(a, shape):
+    """``a`` with a new shape (C order), a view when ``a`` is C-contiguous: generated
+    code's reshape.
+
+    Numba's ``ndarray.reshape`` compiles a helper of its own (about 0.4 s, once per
+    process) and ``np.ascontiguousarray`` an implementation per type; here a
+    C-contiguous array of layout C, the kernels' usual case, becomes a new array header
+    on the same data, lowered directly. Arrays of other layouts go through
+    ``np.ascontiguousarray(a).reshape(shape)``, a copy where needed."""
+    return np.ascontiguousarray(a).reshape(shape)
+
+
+@type_callable(reshape)
+def _reshape_type(context):
+    def typer(a, shape):
+        if (isinstance(a, types.Array) and isinstance(shape, types.BaseTuple) and len(shape)
+                and all(isinstance(d, types.Integer) for d in shape)):
+            return types.Array(a.dtype, len(shape), "C")
+    return typer
+
+
+@lower_builtin(reshape, types.Array, types.BaseTuple)
+def _reshape_lower(context, builder, sig, args):
+    aryty, shapety = sig.args
+    if aryty.layout != "C":
+        shape = types.UniTuple(types.intp, len(shapety))
+        value = context.cast(builder, args[1], shapety, shape)
+        return context.compile_internal(builder, reshape,        # its Python body
+                                        signature(sig.return_type, aryty, shape),
+                                        [args[0], value])
+    ary = make_array(aryty)(context, builder, args[0])
+    dims = [context.cast(builder, d, t, types.intp)
+            for d, t in zip(cgutils.unpack_tuple(builder, args[1]), shapety)]
+    size = context.get_constant(types.intp, 1)
+    strides = []
+    for d in reversed(dims):          # C order: each stride the size of what follows
+        strides.insert(0, builder.mul(size, ary.itemsize))
+        size = builder.mul(size, d)
+    with builder.if_then(builder.icmp_signed("!=", size, ary.nitems), likely=False):
+        context.call_conv.return_user_exc(
+            builder, ValueError, ("reshape: the new shape's size differs from the array's",))
+    out = make_array(sig.return_type)(context, builder)
+    populate_array(out, data=ary.data, shape=dims, strides=strides, itemsize=ary.itemsize,
+                   meminfo=ary.meminfo, parent=ary.parent)
+    return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())

@@ -456,9 +456,7 @@ def _lower_reshape(ctx, node):
         return ctx.full(o, out.shape, xn, out.dtype)
     if out.ndim == 0:
         return [f"{o} = {xn}[{', '.join(['0'] * x.ndim)}]"]
-    if ctx.is_c_contiguous(x):
-        return [f"{o} = {xn}.reshape({ctx.shape(out.shape)})"]
-    return [f"{o} = np.ascontiguousarray({xn}).reshape({ctx.shape(out.shape)})"]
+    return [f"{o} = reshape({xn}, {ctx.shape(out.shape)})"]     # runtime.reshape: a view if C-ordered
 
 
 def _lower_transpose(ctx, node):

@@ -5,7 +5,7 @@ from .dce import dce  # noqa: F401
 from .cse import cse  # noqa: F401
 from .simplify import simplify  # noqa: F401
 from .sizes import canonical_sizes  # noqa: F401
-from .fuse import Group, schedule  # noqa: F401
+from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
 
 

@@ -14,7 +14,7 @@ gradient share one pass over memory: the backward pass of ``sum(f(x))`` needs on
 seed, not the sum, so ``f``'s derivative is computed in the loop that sums ``f``.
 """
 
-from ..ir import expr_of
+from ..ir import Dim, expr_of
 
 REDUCTIONS = ("sum", "max", "min", "prod")
 
@@ -36,6 +36,7 @@ class Group:
         self.nodes = []
         self.reduce = None               # a reduction node closing the group
         self.outputs = set()             # ids of member values read outside the group
+        self.registers = set()           # ids of values kept in a register for a row (Nest)
 
     @property
     def key(self):
@@ -122,3 +123,172 @@ def schedule(nodes, live_out):
         if vid in group_of:
             group_of[vid].outputs.add(vid)
     return order
+
+
+class Nest:
+    """Consecutive groups that share their outer loop (over the rows of their first axis)
+    and read what an earlier one of them computes only at the same row: one loop over
+    the rows, each group's inner loops in its body, in order. A softmax over rows (a
+    row's max, then exp and its sum, then log) is one pass over the rows instead of
+    several loops (each of which costs Numba compile time), and what a group computes
+    once per row (a row's max, its sum) is read from a register by the groups after it
+    (``row_values``), and kept in no array unless something after the nest reads it
+    (``registers``).
+
+    ``row_source``: reshapes between one value per row and another (``[n] -> [n, 1]``)
+    of values the nest computes; inside the nest a read of such a view is a read of its
+    source. The reshape is emitted after the nest only if something there reads it."""
+
+    def __init__(self, size):
+        self.size = size                 # the first axis of every group (an int or a Dim)
+        self.groups = []
+        self.views = []                  # the reshape nodes read through row_source
+        self.row_source = {}             # var id of a view -> the var it shows
+        self.row_values = set()          # ids of values computed once per row
+        self.registers = set()           # those of them no array keeps
+
+    def nodes(self):
+        """Every node the nest computes or reads through."""
+        out = []
+        for g in self.groups:
+            out += g.nodes + ([g.reduce] if g.reduce else [])
+        return out + self.views
+
+    def __repr__(self):
+        return f"Nest[{', '.join(map(repr, self.groups))}]"
+
+
+def one_per_row(v):
+    """Whether ``v`` has one element per row: its axes after the first of literal size 1."""
+    return v.ndim >= 1 and all(not isinstance(d, Dim) and d == 1 for d in v.shape[1:])
+
+
+def row_reduction(group):
+    """Whether the group's reduction leaves one value per row: it reduces every axis but
+    the first (a row's sum, max, ...)."""
+    red = group.reduce
+    rank = len(group.domain)
+    return red is not None and rank >= 2 and set(red.params["axis"]) == set(range(1, rank))
+
+
+def item_nodes(item):
+    """The nodes of an item of the order: a node, a group's nodes, a nest's."""
+    if isinstance(item, Group):
+        return item.nodes + ([item.reduce] if item.reduce else [])
+    if isinstance(item, Nest):
+        return item.nodes()
+    return [item]
+
+
+def nest(order, joinable, live_out):
+    """``order`` (from ``schedule``) with runs of groups over the same rows made Nests.
+
+    ``joinable(group, open_nest)``: whether the target can run the group inside the
+    open nest (or, ``open_nest`` None, open one with it). A group joins the open nest if its first axis is the nest's and every value it reads from
+    the nest is complete at the row being computed (of the group's rank, with that
+    first axis; not a reduction along the rows). Nodes between the groups that read
+    nothing the nest computes move before it; reshapes between one value per row and
+    another are read through (``Nest.row_source``); any other node closes the nest."""
+    out = []
+    current = None
+    pending = []                         # nodes between the nest's groups, in order
+    complete = {}                        # var id -> whether complete at its row
+
+    def finish():
+        nonlocal current
+        if current is None:
+            return
+        if len(current.groups) == 1:     # nothing shared: the order as it was
+            out.append(current.groups[0])
+            out.extend(pending)
+        else:
+            out.extend(n for n in pending if n not in current.views)
+            out.append(current)
+        current = None
+        pending.clear()
+        complete.clear()
+
+    def fits(group, key):
+        rank = len(group.domain)
+        return all(complete[v.id] and v.ndim == rank and expr_of(v.shape[0]) == key
+                   for n in item_nodes(group) for v in n.var_inputs() if v.id in complete)
+
+    def add(group):
+        current.groups.append(group)
+        for n in group.nodes:
+            complete[n.out.id] = True
+        red = group.reduce
+        if red is not None:              # a reduction along the rows is done after them
+            complete[red.out.id] = red.out.ndim > 0 and 0 not in red.params["axis"]
+
+    for item in order:
+        if isinstance(item, Group):
+            ok = len(item.domain) >= 1 and not _literal_one(item.domain[0])
+            key = expr_of(item.domain[0]) if ok else None
+            if (current is not None and ok and key == expr_of(current.size)
+                    and fits(item, key) and joinable(item, current)):
+                add(item)
+                continue
+            finish()
+            if ok and joinable(item, None):
+                current = Nest(item.domain[0])
+                add(item)
+            else:
+                out.append(item)
+        elif current is None:
+            out.append(item)
+        else:
+            ins = [v for v in item.var_inputs() if v.id in complete]
+            if not ins:
+                pending.append(item)     # reads nothing the nest computes
+            elif (item.prim.name == "reshape" and complete[ins[0].id] and one_per_row(ins[0])
+                    and one_per_row(item.out) and expr_of(ins[0].shape[0]) == expr_of(current.size)
+                    and expr_of(item.out.shape[0]) == expr_of(current.size)):
+                current.views.append(item)
+                current.row_source[item.out.id] = current.row_source.get(ins[0].id, ins[0])
+                complete[item.out.id] = True
+                pending.append(item)
+            else:
+                finish()
+                out.append(item)
+    finish()
+    return _place_views_and_registers(out, live_out)
+
+
+def _literal_one(d):
+    return not isinstance(d, Dim) and d == 1
+
+
+def _place_views_and_registers(order, live_out):
+    """A nest's views that something after it reads are emitted after it; the values a
+    nest computes once per row that nothing outside it reads stay in registers."""
+    placed = []
+    for item in order:
+        placed.append(item)
+        if isinstance(item, Nest):
+            later = _reads_after(order, item, live_out)
+            placed.extend(n for n in item.views if n.out.id in later)
+    for k, item in enumerate(placed):
+        if not isinstance(item, Nest):
+            continue
+        outside = set(live_out)
+        for j, other in enumerate(placed):
+            if j != k:
+                outside |= {v.id for n in item_nodes(other) for v in n.var_inputs()}
+        for g in item.groups:
+            ids = [n.out.id for n in g.nodes if one_per_row(n.out)]
+            if row_reduction(g) and one_per_row(g.reduce.out):
+                ids.append(g.reduce.out.id)
+            g.registers = {i for i in ids if i not in outside}
+            g.outputs -= g.registers
+            item.row_values.update(ids)
+            item.registers |= g.registers
+    return placed
+
+
+def _reads_after(order, nest_item, live_out):
+    k = order.index(nest_item)
+    reads = set(live_out)
+    for item in order[k + 1:]:
+        reads |= {v.id for n in item_nodes(item) for v in n.var_inputs()}
+    return reads

@@ -1,21 +1,16 @@
 """Buffer reuse: an array whose value is dead gives its memory to a later array of the
 same shape and dtype.
 
-Works on the generation order of ``fuse.schedule``. Views (reshape, transpose, basic
-indexing) share their source's memory, so a buffer is free only when its value and every
+Works on the generation order of ``fuse.schedule`` or ``fuse.nest`` (a nest is one step:
+its arrays are all made before its loop and live to its end). Views (reshape, transpose,
+basic indexing) share their source's memory, so a buffer is free only when its value and every
 view of it are dead; inputs, constants and outputs are never reused.
 """
 
 from ..ir import Var
-from .fuse import Group, domain_key
+from .fuse import Group, Nest, domain_key, item_nodes
 
 VIEW_OPS = ("reshape", "transpose", "getitem", "identity", "stop_gradient")
-
-
-def _items_nodes(item):
-    if isinstance(item, Group):
-        return item.nodes + ([item.reduce] if item.reduce else [])
-    return [item]
 
 
 def materialized(order, shared=()):
@@ -24,12 +19,13 @@ def materialized(order, shared=()):
     ``shared`` (their lowering returns a view, or a scalar)."""
     out = set()
     for item in order:
-        if isinstance(item, Group):
-            out |= item.outputs
-            if item.reduce is not None:
-                out.add(item.reduce.out.id)
-        elif item.prim.name not in shared:
-            out.add(item.out.id)
+        for group in (item.groups if isinstance(item, Nest) else [item]):
+            if isinstance(group, Group):
+                out |= group.outputs
+                if group.reduce is not None and group.reduce.out.id not in group.registers:
+                    out.add(group.reduce.out.id)
+            elif group.prim.name not in shared:
+                out.add(group.out.id)
     return out
 
 
@@ -41,12 +37,12 @@ def plan_buffers(graph, order, materialized):
     """
     last_use = {}
     for pos, item in enumerate(order):
-        for n in _items_nodes(item):
+        for n in item_nodes(item):
             for v in n.var_inputs():
                 last_use[v.id] = pos
     root = {}                         # var id -> the buffer (var id) it lives in
     for item in order:
-        for n in _items_nodes(item):
+        for n in item_nodes(item):
             if n.prim.name in VIEW_OPS and isinstance(n.inputs[0], Var):
                 root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
     pinned = {v.id for v in graph.inputs} | {c.var.id for c in graph.consts}
@@ -56,13 +52,13 @@ def plan_buffers(graph, order, materialized):
     for vid, pos in last_use.items():
         b = root.get(vid, vid)
         buffer_end[b] = max(buffer_end.get(b, -1), pos)
-    var_of = {n.out.id: n.out for item in order for n in _items_nodes(item)}
+    var_of = {n.out.id: n.out for item in order for n in item_nodes(item)}
     free = {}                         # (shape key, dtype) -> [buffer var ids]
     reuse = {}
     released = set()
     for pos, item in enumerate(order):
         # allocate this item's new arrays from buffers freed before it
-        for n in _items_nodes(item):
+        for n in item_nodes(item):
             v = n.out
             if v.id in materialized and v.ndim > 0:
                 slot = (domain_key(v.shape), v.dtype.str)
@@ -70,7 +66,7 @@ def plan_buffers(graph, order, materialized):
                 if pool:
                     reuse[v.id] = pool.pop()
         # release buffers whose last reader is this item
-        for n in _items_nodes(item):
+        for n in item_nodes(item):
             for v in n.var_inputs() + [n.out]:
                 b = root.get(v.id, v.id)
                 if b in released or b in pinned or b not in materialized:
