@@ -26,6 +26,12 @@ class NumericsError(JittapeError, FloatingPointError):
     """A NaN or inf produced while ``jt.config.check_numerics`` is on."""
 
 
+class SizeMismatch(JittapeError, ValueError):
+    """Sizes that a compiled function's ops need equal (broadcasting, matrix products)
+    differ in this call. A kernel checks them all at once and its message lists them; a
+    compiled function says which failed, with the op and the line."""
+
+
 class SignatureMismatch(JittapeError, ValueError):
     """Arguments whose size-1 axes (or, for a size-specialized graph, sizes) differ from
     those a compiled kernel was generated for. Compiled functions catch it and compile

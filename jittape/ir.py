@@ -9,6 +9,7 @@ unchanged) that also knows how to compute itself at run time from the inputs' sh
 1: which axes have size 1 is part of the signature, so it never changes.
 """
 
+import operator
 import numpy as np
 
 
@@ -120,20 +121,49 @@ def _expr_or_none(v):
     return None if v is None else expr_of(v)
 
 
-def render_expr(expr, input_name):
-    """Python source for a size expression; ``input_name(k)`` names input k."""
+def render_expr(expr, input_name, size_of=None):
+    """Python source for a size expression; ``input_name(k)`` names input k, and
+    ``size_of(k, axis)``, if given, names its size along ``axis`` (else
+    ``<input>.shape[axis]``)."""
     if isinstance(expr, int):
         return str(expr)
     if expr is None:
         return "None"
     kind = expr[0]
     if kind == "in":
+        if size_of is not None:
+            return size_of(expr[1], expr[2])
         return f"{input_name(expr[1])}.shape[{expr[2]}]"
     if kind == "slice":
-        args = ", ".join(render_expr(e, input_name) for e in expr[1:])
+        args = ", ".join(render_expr(e, input_name, size_of) for e in expr[1:])
         return f"slice_length({args})"
-    a, b = (render_expr(e, input_name) for e in expr[1:])
+    a, b = (render_expr(e, input_name, size_of) for e in expr[1:])
     return f"({a} {kind} {b})"
+
+
+_SIZE_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv}
+
+
+def eval_expr(expr, shape_of):
+    """The value of a size expression, ``shape_of(k)`` the shape of input k."""
+    if isinstance(expr, int) or expr is None:
+        return expr
+    kind = expr[0]
+    if kind == "in":
+        return shape_of(expr[1])[expr[2]]
+    values = [eval_expr(e, shape_of) for e in expr[1:]]
+    if kind == "slice":
+        return slice_length(*values)
+    return _SIZE_OPS[kind](*values)
+
+
+def failed_check(graph, shape_of):
+    """The message of the first size check of ``graph`` that the inputs' shapes
+    (``shape_of(k)``) fail, or None."""
+    for (a, b), message in graph.checks.items():
+        if eval_expr(a, shape_of) != eval_expr(b, shape_of):
+            return message
+    return None
 
 
 def shape_text(shape):

@@ -37,11 +37,11 @@ import threading
 
 import numpy as np
 
-from . import autodiff, ops, passes, tree
+from . import autodiff, ir, ops, passes, tree
 from ._version import __version__
 from .codegen import build, cpu
 from . import config
-from .errors import JittapeError, SignatureMismatch, UnsupportedError, at_user_line
+from .errors import JittapeError, SignatureMismatch, SizeMismatch, UnsupportedError, at_user_line
 from .ops import core
 from .tensor import Tensor, Variable
 from .trace import Trace, Tracer, TracerError
@@ -57,7 +57,9 @@ _ndarray = np.ndarray
 _NUMPY_SCALARS = frozenset([np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
                             np.int64, np.uint8, np.bool_])
 _STATIC = (bool, int, float, str)
-_NJIT_OPTIONS = {"error_model": "numpy", "nogil": True}
+# no_cfunc_wrapper: kernels are called from Python and from njit code, never as
+# first-class function values, so Numba need not make (and compile) their C wrapper
+_NJIT_OPTIONS = {"error_model": "numpy", "nogil": True, "no_cfunc_wrapper": True}
 
 
 class _Signature:
@@ -188,25 +190,11 @@ class Compiled:
         """Run one compiled variant: its outputs, or _MISS when a guard does not hold.
         Assigned variables are written back only when the guards hold."""
         inputs = _inputs(leaves, kinds) + [v._value for v in entry.captures]
-        if entry.called:
-            out = _execute(entry, inputs)
-        else:
-            with self._lock:               # the first call compiles (or loads) the kernel
-                if entry.called:           # another thread did it while this one waited
-                    out = _execute(entry, inputs)
-                    self._hits += 1
-                else:
-                    out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
-                    entry.kernel = entry.built.dispatcher
-                    if self.target == "cpu":
-                        entry.kernel.disable_compile()     # other types: other signatures
-                    else:       # the kernels compile at their first launch, from Numba's
-                        compiled = not entry.built.from_disk     # cache if it has them
-                    entry.called = True
-                    if compiled:
-                        self._stats["compiles"] += 1
-                    elif entry.built.from_disk:
-                        self._stats["disk_hits"] += 1
+        try:
+            out = self._call_kernel(entry, inputs)
+        except SizeMismatch as err:       # the kernel checks its sizes at once: which one
+            message = ir.failed_check(entry.graph, lambda k: np.shape(inputs[k]))
+            raise SizeMismatch(message or str(err)) from None
         if not trust_guards:
             for k, expected in entry.guards:
                 if bool(out[k]) is not expected:
@@ -216,6 +204,27 @@ class Compiled:
             value = out[k]
             variable._value = value if value.__class__ is _ndarray else variable.dtype.type(value)
         return out
+
+    def _call_kernel(self, entry, inputs):
+        """The kernel's outputs; its first call compiles it (or loads it from the disk)."""
+        if entry.called:
+            return _execute(entry, inputs)
+        with self._lock:               # the first call compiles (or loads) the kernel
+            if entry.called:           # another thread did it while this one waited
+                self._hits += 1
+                return _execute(entry, inputs)
+            out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
+            entry.kernel = entry.built.dispatcher
+            if self.target == "cpu":
+                entry.kernel.disable_compile()     # other types: other signatures
+            else:       # the kernels compile at their first launch, from Numba's
+                compiled = not entry.built.from_disk     # cache if it has them
+            entry.called = True
+            if compiled:
+                self._stats["compiles"] += 1
+            elif entry.built.from_disk:
+                self._stats["disk_hits"] += 1
+            return out
 
     def _new_variant(self, key, args, leaves):
         """Trace and compile the variant these arguments take (under the lock: a thread
@@ -832,8 +841,9 @@ def _caller(entry, args, generic):
     writes assigned variables back and packs the results, in one Python frame.
 
     Numba checks dtypes and ranks (it compiles nothing new for a kernel: a mismatch is a
-    TypeError) and the kernel checks the rest of its signature (SignatureMismatch); either,
-    or a guard that does not hold, sends the call down the full path (``_call``). Other
+    TypeError) and the kernel checks the rest of its signature (SignatureMismatch) and
+    its sizes (SizeMismatch); any of them, or a guard that does not hold, sends the call
+    down the full path (``_call``), which raises what applies. Other
     argument classes go to ``generic`` (``Compiled.__call__``), which finds their own
     caller.
     """
@@ -842,7 +852,8 @@ def _caller(entry, args, generic):
     consts = [f"c{k}" for k in range(len(entry.consts))]
     captured = [f"V{k}._value" for k in range(len(entry.captures))]
     namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
-                     generic=generic, SignatureMismatch=SignatureMismatch)
+                     generic=generic, SignatureMismatch=SignatureMismatch,
+                     SizeMismatch=SizeMismatch)
     namespace.update((f"V{k}", v) for k, v in enumerate(entry.captures))
     guard, leaves, checks = [], [], {}
     for k, a in enumerate(args):
@@ -863,7 +874,7 @@ def _caller(entry, args, generic):
              f"    if {' and '.join(guard + ['not rest'])}:",
              "        try:",
              f"            out = kernel({', '.join(leaves + captured + consts)})",
-             "        except (TypeError, SignatureMismatch):",
+             "        except (TypeError, SignatureMismatch, SizeMismatch):",
              f"            return self._call({tuple_args})"]
     if entry.guards:
         held = " and ".join(f"out[{k}]" if value else f"not out[{k}]"

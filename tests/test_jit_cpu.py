@@ -500,6 +500,27 @@ def test_run_time_size_mismatch_raises_instead_of_reading_out_of_bounds(cache_di
         f(np.ones(3), np.ones(4))
 
 
+def test_a_size_mismatch_names_the_check_that_failed(cache_dir):
+    # the kernel tests its sizes in one condition; the message names the op and line of
+    # the one that failed, on the fast path and the full one; the kernel itself lists
+    # them all
+    def f(x, y, w):
+        return jt.sum((x * y) @ w)
+
+    x, w = np.ones((3, 2)), np.ones((2, 4))
+    g = jt.grad(f)
+    g(x, x, w)
+    for _ in range(2):                              # (the second: the fast path)
+        with pytest.raises(jt.errors.SizeMismatch, match=rf"^matmul: .*{THIS_FILE}:\d+"):
+            g(x, x, np.ones((3, 4)))
+        with pytest.raises(ValueError, match=rf"^multiply: .*{THIS_FILE}:\d+"):
+            g(x, np.ones((3, 5)), w)
+    kernel = g.kernel(x, x, w)
+    with pytest.raises(jt.errors.SizeMismatch, match="one of: .*multiply.*; .*matmul"):
+        kernel(x, np.ones((3, 5)), np.ones((3, 4)))
+    np.testing.assert_allclose(g(2 * x, x, w), 4 * x)     # and the right sizes still run
+
+
 def test_no_numba_traceback_for_a_bad_argnums(cache_dir):
     with pytest.raises(TypeError, match="argnums=2"):
         jt.grad(lambda x: jt.sum(x), argnums=2)(np.ones(2))

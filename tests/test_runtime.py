@@ -1,11 +1,11 @@
-"""The array helpers generated CPU code calls (``codegen/runtime.py``), in compiled code
-and as plain Python (``f.lower(...).python``)."""
+"""The array helpers generated CPU code calls (``codegen/runtime.py``), lowered directly
+in compiled code, and as plain Python (``f.lower(...).python``): NumPy's results."""
 
 import numba
 import numpy as np
 import pytest
 
-from jittape.codegen.runtime import reshape
+from jittape.codegen.runtime import empty, fill, full, reshape, zeros
 
 
 @numba.njit(cache=False)
@@ -51,3 +51,64 @@ def test_reshape_in_plain_python_is_numpy_s():
     out = reshape(a, (6, 1))
     assert out.base is a
     np.testing.assert_array_equal(reshape(a[::2], (3, 1)), a[::2].reshape(3, 1))
+
+
+@numba.njit(cache=False)
+def _made(n, m):
+    a = empty((n, m), np.float32)
+    a[:] = 1.5
+    z = zeros((n, m, 2), np.float64)
+    f = full(n, 7, np.int32)
+    b = full((m, n), True, np.bool_)
+    s = full((), 2.5, np.float32)
+    return a, z, f, b, s
+
+
+@pytest.mark.parametrize("n, m", [(3, 4), (0, 5), (1, 1)])
+def test_new_arrays_are_numpy_s(n, m):
+    a, z, f, b, s = _made(n, m)
+    for got, want in [(a, np.full((n, m), 1.5, np.float32)), (z, np.zeros((n, m, 2))),
+                      (f, np.full(n, 7, np.int32)), (b, np.ones((m, n), np.bool_)),
+                      (s, np.full((), 2.5, np.float32))]:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.flags.c_contiguous and got.flags.owndata is not None
+        np.testing.assert_array_equal(got, want)
+
+
+@numba.njit(cache=False)
+def _refill(a, value):
+    return fill(a, value)
+
+
+def test_fill_sets_every_element_and_returns_its_array():
+    a = np.arange(12.0).reshape(3, 4)
+    out = _refill(a, -2)
+    assert out is not None and np.shares_memory(out, a)
+    np.testing.assert_array_equal(a, np.full((3, 4), -2.0))
+    i = np.zeros(5, np.int64)
+    _refill(i, 3.9)                            # cast to the array's dtype, as NumPy does
+    np.testing.assert_array_equal(i, np.full(5, 3))
+
+
+def test_new_arrays_are_freed():
+    from numba.core.runtime import _nrt_python as memsys, rtsys
+    _made(4, 4)                                # compiled
+    enabled = memsys.memsys_stats_enabled()
+    memsys.memsys_enable_stats()
+    try:
+        before = rtsys.get_allocation_stats()
+        for _ in range(10):
+            _made(4, 4)
+        after = rtsys.get_allocation_stats()
+    finally:
+        if not enabled:
+            memsys.memsys_disable_stats()
+    assert after.alloc - before.alloc == after.free - before.free == 50
+
+
+def test_helpers_in_plain_python():
+    assert empty((2, 3), np.float32).shape == (2, 3)
+    np.testing.assert_array_equal(zeros(3, np.int8), np.zeros(3, np.int8))
+    np.testing.assert_array_equal(full((2,), 4.0, np.float64), [4.0, 4.0])
+    a = np.ones(3)
+    assert fill(a, 0.5) is a and (a == 0.5).all()

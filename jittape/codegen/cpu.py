@@ -26,10 +26,10 @@ Do not edit: this file is regenerated from the graph (see f.lower(...).graph).
 import numba
 import numpy as np
 
-from jittape.errors import NumericsError, SignatureMismatch  # noqa: F401
+from jittape.errors import NumericsError, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    dot, empty, fill, full, link, matmul2d, reshape, slice_length, slice_start, slice_step,
-    zeros,
+    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, reshape, slice_length,
+    slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
@@ -112,10 +112,8 @@ def generate(graph, name, version):
     args = [names.input_name(k) for k in range(len(graph.inputs))]
     args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
     lines = [f"def kernel({', '.join(args)}):"]
-    body = _signature_checks(graph)
-    for (a, b), message in graph.checks.items():        # sizes the ops need equal
-        body.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
-        body.append(f"    raise ValueError({message!r})")
+    body = names.input_sizes(graph) + _signature_checks(graph)
+    body += _size_checks(graph)
     if graph.check_numerics:
         for k, v in enumerate(graph.inputs):
             if v.dtype.kind in "fc":
@@ -183,31 +181,45 @@ def _aliases_argument(ctx, v):
 def _signature_checks(graph):
     """The kernel checks the signature it was generated for: which axes have size 1 (they
     broadcast) and, for a graph that read sizes while tracing, the sizes themselves. One
-    condition and one raise: each raise site costs Numba compile time."""
-    conds, expected = [], []
+    condition (runtime.any_equal / any_differ: a comparison each, no branch, and one
+    call for Numba to type where each ``==`` and ``|`` would be one) and one raise: each
+    costs Numba compile time."""
+    ones, fixed, expected = [], [], []
     for k, v in enumerate(graph.inputs):
-        a = names.input_name(k)
         dims = []
         for axis, d in enumerate(v.shape):
-            if graph.exact_sizes:
-                conds.append(f"{a}.shape[{axis}] != {int(d)}")
-                dims.append(str(int(d)))
-            elif isinstance(d, ir.Dim):
-                conds.append(f"{a}.shape[{axis}] == 1")
+            size = names.input_size(k, axis)
+            if isinstance(d, ir.Dim) and not graph.exact_sizes:
+                ones.append((size, "1"))
                 dims.append("n")
-            else:                           # 1, or the fixed size of a variable
-                conds.append(f"{a}.shape[{axis}] != {int(d)}")
+            else:                           # 1, the fixed size of a variable, or exact
+                fixed.append((size, str(int(d))))
                 dims.append(str(int(d)))
         expected.append("(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")")
-    if not conds:
+    tests = ([_pairs("any_equal", ones)] if ones else []) + ([_pairs("any_differ", fixed)] if fixed else [])
+    if not tests:
         return []
     message = ("the arguments' shapes do not match this kernel's signature: it was compiled "
                f"for shapes {', '.join(expected)} (n: any size but 1)")
-    lines = ["if (" + conds[0]]
-    lines += [f"        or {c}" for c in conds[1:]]
-    lines[-1] += "):"
-    lines.append(f"    raise SignatureMismatch({message!r})")
-    return lines
+    return [f"if {' or '.join(tests)}:", f"    raise SignatureMismatch({message!r})"]
+
+
+def _pairs(helper, pairs):
+    """A call of runtime.any_equal or any_differ on (size, size) pairs (source)."""
+    return f"{helper}(({', '.join(f'{a}, {b}' for a, b in pairs)},))"
+
+
+def _size_checks(graph):
+    """The sizes the ops need equal (broadcasting, matrix products), all checked in one
+    condition with one raise (see _signature_checks). The message lists every check; a
+    compiled function (jit.py) finds the one that failed."""
+    if not graph.checks:
+        return []
+    pairs = [(names.expr_code(a), names.expr_code(b)) for a, b in graph.checks]
+    messages = list(graph.checks.values())
+    message = (messages[0] if len(messages) == 1 else
+               "sizes that must be equal differ in this call; one of: " + "; ".join(messages))
+    return [f"if {_pairs('any_differ', pairs)}:", f"    raise SizeMismatch({message!r})"]
 
 
 def _reads(nodes):

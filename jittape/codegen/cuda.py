@@ -52,7 +52,9 @@ import numpy as np
 from numba import cuda
 
 from jittape.errors import SignatureMismatch  # noqa: F401
-from jittape.codegen.runtime import slice_length, slice_start, slice_step  # noqa: F401
+from jittape.codegen.runtime import (  # noqa: F401
+    any_differ, any_equal, slice_length, slice_start, slice_step,
+)
 from jittape.codegen.cuda_runtime import (  # noqa: F401
     MAX_BLOCKS, THREADS, Buffers, blocks, copy_row, fill, is_device_array, matmul2d, onehot,
     relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64, sign, simulator,
@@ -179,9 +181,9 @@ def generate(graph, name, version):
     args = [names.input_name(k) for k in range(len(graph.inputs))]
     array_consts = [c for c in graph.consts if c.value.ndim > 0]
     params = args + [names.const_name(c.var) for c in array_consts]
-    driver += _signature_checks(graph)
-    for (a, b), message in graph.checks.items():
-        driver.append(f"if {ir.render_expr(a, names.input_name)} != {ir.render_expr(b, names.input_name)}:")
+    driver += names.input_sizes(graph) + _signature_checks(graph)
+    for (a, b), message in graph.checks.items():     # (Python: each checked on its own)
+        driver.append(f"if {names.expr_code(a)} != {names.expr_code(b)}:")
         driver.append(f"    raise ValueError({message!r})")
     arrays = [k for k, v in enumerate(graph.inputs) if v.ndim > 0]
     if arrays:

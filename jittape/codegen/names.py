@@ -1,8 +1,9 @@
 """Every naming rule of generated code, in one place.
 
-Inputs are ``a0, a1, ...`` (the flattened arguments in order), constants ``c<id>``,
-graph values ``v<id>`` (the graph's ``%<id>``), loop indices ``i0, i1, ...``, loop
-sizes ``n<group>_<axis>`` and scalars live in one loop iteration ``t<id>``.
+Inputs are ``a0, a1, ...`` (the flattened arguments in order), their sizes
+``s<input>_<axis>`` (read once, on entry: ``input_sizes``), constants ``c<id>``, graph
+values ``v<id>`` (the graph's ``%<id>``), loop indices ``i0, i1, ...``, loop sizes
+``n<group>_<axis>`` and scalars live in one loop iteration ``t<id>``.
 """
 
 import numpy as np
@@ -12,6 +13,22 @@ from ..ir import render_expr
 
 def input_name(k):
     return f"a{k}"
+
+
+def input_size(k, axis):
+    return f"s{k}_{axis}"
+
+
+def input_sizes(graph):
+    """Lines reading every array input's sizes into ``input_size`` names (each
+    ``a.shape[k]`` in a kernel costs Numba compile time; an unpacking of the shape
+    once per input, less)."""
+    lines = []
+    for k, v in enumerate(graph.inputs):
+        if v.ndim:
+            targets = ", ".join(input_size(k, a) for a in range(v.ndim))
+            lines.append(f"{targets}{',' if v.ndim == 1 else ''} = {input_name(k)}.shape")
+    return lines
 
 
 def const_name(var):
@@ -35,8 +52,13 @@ def size_name(group, axis):
 
 
 def size_code(dim):
-    """Python source computing a size (an int or an ir.Dim) from the inputs' shapes."""
-    return render_expr(getattr(dim, "expr", int(dim)) if hasattr(dim, "expr") else int(dim), input_name)
+    """Python source computing a size (an int or an ir.Dim) from the inputs' sizes."""
+    return expr_code(dim.expr if hasattr(dim, "expr") else int(dim))
+
+
+def expr_code(expr):
+    """Python source computing a size expression (``ir.Dim.expr``, or an int)."""
+    return render_expr(expr, input_name, input_size)
 
 
 def shape_code(shape):

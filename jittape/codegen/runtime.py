@@ -8,10 +8,10 @@ import numba
 import numpy as np
 from numba import types
 from numba.core import cgutils
-from numba.core.imputils import impl_ret_borrowed, lower_builtin
+from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref, lower_builtin
 from numba.core.typing.templates import signature
 from numba.extending import type_callable
-from numba.np.arrayobj import make_array, populate_array
+from numba.np.arrayobj import make_array, populate_array, store_item
 
 from .gemm import dot, matmul2d  # noqa: F401  (generated code imports them from here)
 from .linkage import link  # noqa: F401
@@ -69,57 +69,206 @@ def slice_step(n, start, stop, step):
     return slice(start, stop, step).indices(n)[2]
 
 
-# Array helpers. Generated kernels call these instead of np.empty / np.zeros / np.full
-# (and gemm's dot and matmul2d instead of np.dot): each specialization is compiled once
-# and kept in Numba's disk cache, so a new kernel does not compile Numba's
-# implementations of them again (most of a cold compile).
+def any_equal(pairs):
+    """Whether any pair (a, b) of ``pairs`` (a flat tuple of integers: a0, b0, a1, b1, ...)
+    has a == b. Generated code checks sizes with it: lowered directly, a comparison per
+    pair and no branch, where each ``==`` and ``|`` of the same test is typed and lowered
+    by Numba one by one (milliseconds each)."""
+    return any(a == b for a, b in zip(pairs[::2], pairs[1::2]))
 
-@numba.njit(cache=True)
+
+def any_differ(pairs):
+    """Whether any pair (a, b) of ``pairs`` (as for ``any_equal``) has a != b."""
+    return any(a != b for a, b in zip(pairs[::2], pairs[1::2]))
+
+
+def _size_test(fn, predicate):
+    @type_callable(fn)
+    def typer(context):
+        def call(pairs):
+            if (isinstance(pairs, types.BaseTuple) and len(pairs) % 2 == 0
+                    and all(isinstance(t, types.Integer) for t in pairs)):
+                return types.boolean
+        return call
+
+    @lower_builtin(fn, types.BaseTuple)
+    def lower(context, builder, sig, args):
+        values = [context.cast(builder, v, t, types.intp)
+                  for v, t in zip(cgutils.unpack_tuple(builder, args[0]), sig.args[0])]
+        out = cgutils.false_bit
+        for a, b in zip(values[::2], values[1::2]):
+            out = builder.or_(out, builder.icmp_signed(predicate, a, b))
+        return out
+
+
+_size_test(any_equal, "==")
+_size_test(any_differ, "!=")
+
+
+# Array helpers. Generated kernels call these instead of np.empty, np.zeros, np.full,
+# ``a[...] = value`` and ``a.reshape`` (and gemm's dot and matmul2d instead of np.dot).
+# Each is typed and lowered directly (``type_callable``, ``lower_builtin``): a new array
+# header and an allocation from Numba's runtime, a loop over the elements, in the
+# kernel's own IR. Numba's versions compile an implementation per argument type (np.empty
+# typed at each call site, np.full and ``reshape`` through helpers compiled per process),
+# and njit functions loaded from Numba's cache are linked into each kernel and optimized
+# again with it: a tenth of a second of a cold compile either way. Called from Python
+# (``f.lower(...).python``, NUMBA_DISABLE_JIT) they are NumPy's.
+
 def empty(shape, dtype):
+    """np.empty(shape, dtype), C ordered."""
     return np.empty(shape, dtype)
 
 
-@numba.njit(cache=True)
 def zeros(shape, dtype):
+    """np.zeros(shape, dtype), C ordered."""
     return np.zeros(shape, dtype)
 
 
-@numba.njit(cache=True)
+def full(shape, value, dtype):
+    """np.full(shape, value, dtype), C ordered."""
+    return np.full(shape, value, dtype)
+
+
 def fill(a, value):
-    """Every element of ``a`` set to ``value`` (cast to its dtype); ``a``."""
+    """Every element of ``a`` (C ordered) set to ``value`` (cast to its dtype); ``a``."""
     a[...] = value
     return a
 
 
-@numba.njit(cache=True)
-def full(shape, value, dtype):
-    """np.full(shape, value, dtype)."""
-    return fill(np.empty(shape, dtype), value)
-
-
 def reshape(a, shape):
-    """``a`` with a new shape (C order), a view when ``a`` is C-contiguous: generated
-    code's reshape.
-
-    Numba's ``ndarray.reshape`` compiles a helper of its own (about 0.4 s, once per
-    process) and ``np.ascontiguousarray`` an implementation per type; here a
-    C-contiguous array of layout C, the kernels' usual case, becomes a new array header
-    on the same data, lowered directly. Arrays of other layouts go through
-    ``np.ascontiguousarray(a).reshape(shape)``, a copy where needed."""
+    """``a`` with a new shape (C order): a view when ``a`` is C-contiguous (layout C, the
+    kernels' usual case); ``np.ascontiguousarray(a).reshape(shape)`` for arrays of
+    other layouts, a copy where needed."""
     return np.ascontiguousarray(a).reshape(shape)
 
 
-@type_callable(reshape)
-def _reshape_type(context):
-    def typer(a, shape):
-        if (isinstance(a, types.Array) and isinstance(shape, types.BaseTuple) and len(shape)
-                and all(isinstance(d, types.Integer) for d in shape)):
-            return types.Array(a.dtype, len(shape), "C")
+def _ndim(shape):
+    if isinstance(shape, types.Integer):
+        return 1
+    if isinstance(shape, types.BaseTuple) and all(isinstance(d, types.Integer) for d in shape):
+        return len(shape)
+    return None
+
+
+def _dtype(t):
+    if isinstance(t, types.NumberClass):
+        return t.instance_type
+    return t.dtype if isinstance(t, types.DType) else None
+
+
+def _is_scalar(t):
+    return isinstance(t, (types.Number, types.Boolean))
+
+
+@type_callable(empty)
+@type_callable(zeros)
+def _type_new(context):
+    def typer(shape, dtype):
+        nd, dt = _ndim(shape), _dtype(dtype)
+        if nd is not None and dt is not None:
+            return types.Array(dt, nd, "C")
     return typer
 
 
+@type_callable(full)
+def _type_full(context):
+    def typer(shape, value, dtype):
+        nd, dt = _ndim(shape), _dtype(dtype)
+        if nd is not None and dt is not None and _is_scalar(value):
+            return types.Array(dt, nd, "C")
+    return typer
+
+
+@type_callable(fill)
+def _type_fill(context):
+    def typer(a, value):
+        if isinstance(a, types.Array) and a.layout == "C" and _is_scalar(value):
+            return a
+    return typer
+
+
+@type_callable(reshape)
+def _type_reshape(context):
+    def typer(a, shape):
+        nd = _ndim(shape)
+        if isinstance(a, types.Array) and isinstance(shape, types.BaseTuple) and nd is not None:
+            return types.Array(a.dtype, nd, "C")
+    return typer
+
+
+def _dims(context, builder, shapety, shape):
+    """The sizes of a shape argument (an integer or a tuple of them), as intp values."""
+    if isinstance(shapety, types.Integer):
+        return [context.cast(builder, shape, shapety, types.intp)]
+    return [context.cast(builder, d, t, types.intp)
+            for d, t in zip(cgutils.unpack_tuple(builder, shape), shapety)]
+
+
+def _c_order(context, builder, dims, itemsize):
+    """(strides of a C-ordered array of ``dims``, its number of elements)."""
+    size = context.get_constant(types.intp, 1)
+    strides = []
+    for d in reversed(dims):
+        strides.insert(0, builder.mul(size, itemsize))
+        size = builder.mul(size, d)
+    return strides, size
+
+
+def _new(context, builder, arrtype, dims):
+    """A new C-ordered array of ``dims`` (uninitialized); (array, number of elements)."""
+    ary = make_array(arrtype)(context, builder)
+    datatype = context.get_data_type(arrtype.dtype)
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(datatype))
+    strides, size = _c_order(context, builder, dims, itemsize)
+    meminfo = context.nrt.meminfo_alloc_aligned(
+        builder, builder.mul(size, itemsize),
+        context.get_preferred_array_alignment(arrtype.dtype))
+    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo), datatype.as_pointer())
+    populate_array(ary, data=data, shape=dims, strides=strides, itemsize=itemsize,
+                   meminfo=meminfo)
+    return ary, size
+
+
+def _set_all(context, builder, arrtype, ary, size, valuety, value):
+    value = context.cast(builder, value, valuety, arrtype.dtype)
+    with cgutils.for_range(builder, size) as loop:
+        store_item(context, builder, arrtype, value, builder.gep(ary.data, [loop.index]))
+
+
+@lower_builtin(empty, types.Any, types.Any)
+def _lower_empty(context, builder, sig, args):
+    ary, _ = _new(context, builder, sig.return_type,
+                  _dims(context, builder, sig.args[0], args[0]))
+    return impl_ret_new_ref(context, builder, sig.return_type, ary._getvalue())
+
+
+@lower_builtin(zeros, types.Any, types.Any)
+def _lower_zeros(context, builder, sig, args):
+    ary, size = _new(context, builder, sig.return_type,
+                     _dims(context, builder, sig.args[0], args[0]))
+    cgutils.memset(builder, ary.data, builder.mul(size, ary.itemsize), 0)
+    return impl_ret_new_ref(context, builder, sig.return_type, ary._getvalue())
+
+
+@lower_builtin(full, types.Any, types.Any, types.Any)
+def _lower_full(context, builder, sig, args):
+    arrtype = sig.return_type
+    ary, size = _new(context, builder, arrtype, _dims(context, builder, sig.args[0], args[0]))
+    _set_all(context, builder, arrtype, ary, size, sig.args[1], args[1])
+    return impl_ret_new_ref(context, builder, arrtype, ary._getvalue())
+
+
+@lower_builtin(fill, types.Array, types.Any)
+def _lower_fill(context, builder, sig, args):
+    arrtype = sig.args[0]
+    ary = make_array(arrtype)(context, builder, args[0])
+    _set_all(context, builder, arrtype, ary, ary.nitems, sig.args[1], args[1])
+    return impl_ret_borrowed(context, builder, arrtype, args[0])
+
+
 @lower_builtin(reshape, types.Array, types.BaseTuple)
-def _reshape_lower(context, builder, sig, args):
+def _lower_reshape(context, builder, sig, args):
     aryty, shapety = sig.args
     if aryty.layout != "C":
         shape = types.UniTuple(types.intp, len(shapety))
@@ -128,13 +277,8 @@ def _reshape_lower(context, builder, sig, args):
                                         signature(sig.return_type, aryty, shape),
                                         [args[0], value])
     ary = make_array(aryty)(context, builder, args[0])
-    dims = [context.cast(builder, d, t, types.intp)
-            for d, t in zip(cgutils.unpack_tuple(builder, args[1]), shapety)]
-    size = context.get_constant(types.intp, 1)
-    strides = []
-    for d in reversed(dims):          # C order: each stride the size of what follows
-        strides.insert(0, builder.mul(size, ary.itemsize))
-        size = builder.mul(size, d)
+    dims = _dims(context, builder, shapety, args[1])
+    strides, size = _c_order(context, builder, dims, ary.itemsize)
     with builder.if_then(builder.icmp_signed("!=", size, ary.nitems), likely=False):
         context.call_conv.return_user_exc(
             builder, ValueError, ("reshape: the new shape's size differs from the array's",))
