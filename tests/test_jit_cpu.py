@@ -504,6 +504,24 @@ def test_run_time_size_mismatch_raises_instead_of_reading_out_of_bounds(cache_di
         f(np.ones(3), np.ones(4))
 
 
+def test_a_view_of_a_view_of_a_row_value_read_after_the_rows_loop(cache_dir):
+    # s (a row sum) and its views e, q are read inside the loop over the rows through
+    # s; q is read after it too: q, and the view it is made of, are made after the loop
+    W = jt.Variable(np.ones((2, 3)))                # a literal width: the row loops share
+
+    def f(x):
+        h = x @ W
+        s = jt.sum(h, axis=1)
+        e = jt.expand_dims(s, 1)
+        q = jt.squeeze(e, 1)
+        return jt.sum(jt.exp(e) * h) + jt.dot(q, q)
+
+    for n in (2, 5):
+        x = np.arange(2.0 * n).reshape(n, 2) / 10
+        np.testing.assert_allclose(jt.function(f)(x), f(jt.constant(x)).numpy(), rtol=1e-12)
+    assert "# one loop over the rows" in jt.function(f).lower(x).source
+
+
 def test_a_size_mismatch_names_the_check_that_failed(cache_dir):
     # the kernel tests its sizes in one condition; the message names the op and line of
     # the one that failed, on the fast path and the full one; the kernel itself lists

@@ -51,7 +51,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from jittape.errors import SignatureMismatch  # noqa: F401
+from jittape.errors import SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, slice_length, slice_start, slice_step,
 )
@@ -184,7 +184,7 @@ def generate(graph, name, version):
     driver += names.input_sizes(graph) + _signature_checks(graph)
     for (a, b), message in graph.checks.items():     # (Python: each checked on its own)
         driver.append(f"if {names.expr_code(a)} != {names.expr_code(b)}:")
-        driver.append(f"    raise ValueError({message!r})")
+        driver.append(f"    raise SizeMismatch({message!r})")
     arrays = [k for k, v in enumerate(graph.inputs) if v.ndim > 0]
     if arrays:
         driver.append("on_device = " + " or ".join(f"is_device_array(a{k})" for k in arrays))

@@ -1,7 +1,12 @@
-"""Scalar helpers that generated code calls (compiled by Numba, inlined into the loops).
+"""The helpers generated code calls, besides mathlib's functions.
 
-Each takes and returns the dtype of its argument: the float32 and float64 versions
-differ only in their constants' types, so that float32 code stays float32.
+- Scalar helpers (sigmoid, softplus, relu: ``make_helpers``): each takes and returns the
+  dtype of its argument; the float32 and float64 versions differ only in their
+  constants' types, so that float32 code stays float32.
+- Slice arithmetic (``slice_length``, ...), compiled with Numba.
+- Size checks (``any_equal``, ``any_differ``) and arrays (``empty``, ``zeros``,
+  ``full``, ``fill``, ``reshape``), typed and lowered directly (see below).
+- The matrix products (``dot``, ``matmul2d``, from gemm.py).
 """
 
 import numba

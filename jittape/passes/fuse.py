@@ -266,8 +266,11 @@ def _place_views_and_registers(order, live_out):
     for item in order:
         placed.append(item)
         if isinstance(item, Nest):
-            later = _reads_after(order, item, live_out)
-            placed.extend(n for n in item.views if n.out.id in later)
+            needed = _reads_after(order, item, live_out)
+            for n in reversed(item.views):      # a view read later, and the views it reads
+                if n.out.id in needed:
+                    needed |= {v.id for v in n.var_inputs()}
+            placed.extend(n for n in item.views if n.out.id in needed)
     for k, item in enumerate(placed):
         if not isinstance(item, Nest):
             continue
