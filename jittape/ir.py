@@ -10,6 +10,7 @@ unchanged) that also knows how to compute itself at run time from the inputs' sh
 """
 
 import operator
+
 import numpy as np
 
 

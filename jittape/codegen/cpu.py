@@ -213,7 +213,8 @@ def _signature_checks(graph):
                 fixed.append((size, str(int(d))))
                 dims.append(str(int(d)))
         expected.append("(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")")
-    tests = ([_pairs("any_equal", ones)] if ones else []) + ([_pairs("any_differ", fixed)] if fixed else [])
+    tests = [_pairs(helper, pairs) for helper, pairs in (("any_equal", ones), ("any_differ", fixed))
+             if pairs]
     if not tests:
         return []
     message = ("the arguments' shapes do not match this kernel's signature: it was compiled "
@@ -443,13 +444,14 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
         return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final,
                                lanes_of)
     row = red is not None and _row_accumulator(group)
+    if row:
+        init, step = red.prim.lowerings["reduce"]
+        t = names.temp_name(red.out)        # a row's result accumulates in a register
     lines = []
     indent = row_indent = ""
     for a in range(rank):
-        if a == 1 and row:                  # a row's result accumulates in a register
-            init = red.prim.lowerings["reduce"][0](red.out.dtype)
-            lines.append(f"{indent}{names.temp_name(red.out)} = "
-                         f"{names.literal_code(init, red.out.dtype)}")
+        if a == 1 and row:
+            lines.append(f"{indent}{t} = {names.literal_code(init(red.out.dtype), red.out.dtype)}")
         if a > 0 or outer:
             indent = _loop(lines, indent, a, group.domain, sizes, bounds)
         if a == 0:
@@ -460,8 +462,6 @@ def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, la
     x = operand(red.inputs[0], red.out.dtype)
     if not row:
         return lines + _accumulate(ctx, red, rank, acc, x, indent, final)
-    _, step = red.prim.lowerings["reduce"]
-    t = names.temp_name(red.out)
     lines.append(f"{indent}{t} = {step.format(acc=t, x=x)}")
     if red.out.id not in group.registers:
         lines.append(f"{row_indent}{_reduce_target(red, rank)} = {t}")
@@ -546,7 +546,7 @@ def _parallel_loops(ctx, group, sizes, acc, element, operand):
         pool = ctx.tmp("lanes")
         lines.append(f"{pool} = empty(({chunks}, {LANES}), {names.dtype_code(red.out.dtype)})")
     lines.append(f"for {chunk} in numba.prange({chunks}):")
-    body = [f"{lo} = {chunk} * {rows}", f"{hi} = {smaller(sizes[0], f'{lo} + {rows}')}"]
+    body = [f"{lo} = {chunk} * {rows}", f"{hi} = {_smaller(sizes[0], f'{lo} + {rows}')}"]
     if whole:
         body.append(f"{part} = {names.literal_code(init(red.out.dtype), acc_dtype)}")
     body += _loops(ctx, group, sizes, part if whole else acc, element, operand,
@@ -561,7 +561,7 @@ def _parallel_loops(ctx, group, sizes, acc, element, operand):
     return lines
 
 
-def smaller(a, b):
+def _smaller(a, b):
     """Code for the smaller of two integers: a conditional expression, which Numba lowers
     directly (its ``min`` builtin compiles an implementation of its own per process)."""
     return f"({a} if {a} < {b} else {b})"
@@ -631,7 +631,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
         lines = [f"{lanes} = fill({lanes_of[0]}[{lanes_of[1]}], {lane_init})"]
     else:
         lines = [f"{lanes} = full({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
-    lines.append(f"{used} = {smaller(LANES, length)}   # lanes in use: fewer on short rows")
+    lines.append(f"{used} = {_smaller(LANES, length)}   # lanes in use: fewer on short rows")
     indent = ""
     for a in range(inner):
         indent = _loop(lines, indent, a, group.domain, sizes, bounds)
@@ -642,7 +642,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     when = f"(start + {LANES}) % {FLUSH} == 0 or {last}" if wide else last
     lines += [f"{indent}{total} = {init_code}",
               f"{indent}for start in range({first}, {stop}, {LANES}):",
-              f"{indent}    for lane in range({smaller(LANES, f'{stop} - start')}):",
+              f"{indent}    for lane in range({_smaller(LANES, f'{stop} - start')}):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
     lines += [f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}",

@@ -149,10 +149,7 @@ class Nest:
 
     def nodes(self):
         """Every node the nest computes or reads through."""
-        out = []
-        for g in self.groups:
-            out += g.nodes + ([g.reduce] if g.reduce else [])
-        return out + self.views
+        return [n for g in self.groups for n in item_nodes(g)] + self.views
 
     def __repr__(self):
         return f"Nest[{', '.join(map(repr, self.groups))}]"
@@ -184,9 +181,10 @@ def nest(order, joinable, live_out):
     """``order`` (from ``schedule``) with runs of groups over the same rows made Nests.
 
     ``joinable(group, open_nest)``: whether the target can run the group inside the
-    open nest (or, ``open_nest`` None, open one with it). A group joins the open nest if its first axis is the nest's and every value it reads from
-    the nest is complete at the row being computed (of the group's rank, with that
-    first axis; not a reduction along the rows). Nodes between the groups that read
+    open nest (or, ``open_nest`` None, open one with it). A group joins the open nest if
+    its first axis is the nest's and every value it reads from the nest is complete at
+    the row being computed (of the group's rank, with that first axis; not a reduction
+    along the rows). Nodes between the groups that read
     nothing the nest computes move before it; reshapes between one value per row and
     another are read through (``Nest.row_source``); any other node closes the nest."""
     out = []
@@ -260,24 +258,27 @@ def _literal_one(d):
 
 
 def _place_views_and_registers(order, live_out):
-    """A nest's views that something after it reads are emitted after it; the values a
-    nest computes once per row that nothing outside it reads stay in registers."""
+    """A nest's views that something after it reads are emitted after it (with the views
+    they are made of); the values a nest computes once per row that nothing outside it
+    reads stay in registers."""
     placed = []
-    for item in order:
+    later = [set(live_out)]                     # what the items after each one read
+    for item in reversed(order[1:]):
+        later.append(later[-1] | _reads(item))
+    later.reverse()
+    for k, item in enumerate(order):
         placed.append(item)
         if isinstance(item, Nest):
-            needed = _reads_after(order, item, live_out)
+            needed = set(later[k])
             for n in reversed(item.views):      # a view read later, and the views it reads
                 if n.out.id in needed:
-                    needed |= {v.id for v in n.var_inputs()}
+                    needed |= _reads(n)
             placed.extend(n for n in item.views if n.out.id in needed)
+    reads = [_reads(item) for item in placed]
     for k, item in enumerate(placed):
         if not isinstance(item, Nest):
             continue
-        outside = set(live_out)
-        for j, other in enumerate(placed):
-            if j != k:
-                outside |= {v.id for n in item_nodes(other) for v in n.var_inputs()}
+        outside = set(live_out).union(*(r for j, r in enumerate(reads) if j != k))
         for g in item.groups:
             ids = [n.out.id for n in g.nodes if one_per_row(n.out)]
             if row_reduction(g) and one_per_row(g.reduce.out):
@@ -289,9 +290,6 @@ def _place_views_and_registers(order, live_out):
     return placed
 
 
-def _reads_after(order, nest_item, live_out):
-    k = order.index(nest_item)
-    reads = set(live_out)
-    for item in order[k + 1:]:
-        reads |= {v.id for n in item_nodes(item) for v in n.var_inputs()}
-    return reads
+def _reads(item):
+    """Ids of the values an item of the order (a node, a group, a nest) reads."""
+    return {v.id for n in item_nodes(item) for v in n.var_inputs()}

@@ -3,8 +3,8 @@ same shape and dtype.
 
 Works on the generation order of ``fuse.schedule`` or ``fuse.nest`` (a nest is one step:
 its arrays are all made before its loop and live to its end). Views (reshape, transpose,
-basic indexing) share their source's memory, so a buffer is free only when its value and every
-view of it are dead; inputs, constants and outputs are never reused.
+basic indexing) share their source's memory, so a buffer is free only when its value and
+every view of it are dead; inputs, constants and outputs are never reused.
 """
 
 from ..ir import Var
@@ -19,13 +19,13 @@ def materialized(order, shared=()):
     ``shared`` (their lowering returns a view, or a scalar)."""
     out = set()
     for item in order:
-        for group in (item.groups if isinstance(item, Nest) else [item]):
-            if isinstance(group, Group):
-                out |= group.outputs
-                if group.reduce is not None and group.reduce.out.id not in group.registers:
-                    out.add(group.reduce.out.id)
-            elif group.prim.name not in shared:
-                out.add(group.out.id)
+        for part in (item.groups if isinstance(item, Nest) else [item]):
+            if isinstance(part, Group):
+                out |= part.outputs
+                if part.reduce is not None and part.reduce.out.id not in part.registers:
+                    out.add(part.reduce.out.id)
+            elif part.prim.name not in shared:
+                out.add(part.out.id)
     return out
 
 
