@@ -22,6 +22,8 @@ def _layouts(a, b):
     yield "transposed", np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
     yield "reversed", a[::-1].copy()[::-1], b[:, ::-1].copy()[:, ::-1]
     yield "every other", np.repeat(a, 2, axis=1)[:, ::2], np.repeat(b, 2, axis=0)[::2]
+    # b's rows contiguous but stored last to first: its panels packed from a negative stride
+    yield "rows reversed", a, b[::-1].copy()[::-1]
 
 
 def _check(a, b, got):
@@ -113,6 +115,23 @@ def test_the_tile_ir_is_valid_and_vector_wide(bits, fma):
     lanes = gemm.LANES[bits]
     assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
     assert ("@llvm.fma" in text.split("declare")[0]) == fma
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_the_panel_ir_is_valid_and_copies_by_vectors(bits):
+    text = gemm.panel_ir(bits)
+    binding.parse_assembly(text).verify()
+    vec = f"<{gemm.LANES[bits]} x {'float' if bits == 32 else 'double'}>"
+    assert text.count(f"load {vec}") == 2 and text.count(f"store {vec}") == 2
+
+
+def test_panels_of_b_are_packed_from_rows_in_place_and_from_strided_rows():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((20, 37)).astype(np.float32)
+    wide = rng.standard_normal((37, 3 * 16 + 5)).astype(np.float32)   # whole panels, an edge
+    for b in (wide, wide[:, ::2], np.asfortranarray(wide), wide[:, 1:], wide[5:, :][:0]):
+        x = a[:, :b.shape[0]]
+        _check(x, b, gemm._gemm(x, b))
 
 
 def test_threads_share_the_work_and_give_the_same_bits():
