@@ -350,9 +350,13 @@ def _group(ctx, group, gid, reuse, nest_=None):
     if group.reduce is not None:
         comments.append("#   " + _comment(group.reduce)[2:])
     lines = [] if nest_ else comments
-    sizes = [names.size_name(gid, a) for a in range(rank)]
+    sizes = []                             # a size's name, or the number itself
     for a, d in enumerate(group.domain):
-        lines.append(f"{sizes[a]} = {ctx.loop_size(d)}")
+        size = ctx.loop_size(d)
+        if not (size.isidentifier() or size.isdigit()):
+            lines.append(f"{names.size_name(gid, a)} = {size}")
+            size = names.size_name(gid, a)
+        sizes.append(size)
     members = {n.out.id for n in group.nodes}
     # arrays this loop writes
     for n in group.nodes:
