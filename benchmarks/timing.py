@@ -82,14 +82,36 @@ def ratio(a, b):
 
 
 def machine_info(jt):
-    """Platform, processor, CPU count, versions of Python and the numeric stack."""
+    """Platform, processor (and the CPU LLVM compiles for), CPU count, versions of Python
+    and the numeric stack."""
     import llvmlite
     import numba
     import numpy as np
     import scipy
+    from llvmlite import binding
     return {"python": platform.python_version(), "numpy": np.__version__,
             "numba": numba.__version__, "llvmlite": llvmlite.__version__,
             "scipy": scipy.__version__, "jittape": jt.__version__,
             "processor": platform.processor() or platform.machine(),
+            "cpu": cpu_info(binding.get_host_cpu_name()),
             "platform": platform.platform(), "cpus": os.cpu_count(),
             "blas_threads": {v: os.environ.get(v) for v in BLAS_THREAD_VARS}}
+
+
+def cpu_info(llvm_name, path="/proc/cpuinfo"):
+    """The CPU's model and family as the kernel reports them (where it does), and the
+    name LLVM gives its micro-architecture (``znver3``, ``skylake``, ...): timings of
+    one benchmark on two machines compare only with these equal."""
+    info = {"llvm": llvm_name}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "cpu family", "model") and key not in info:
+                    info[key] = value.strip()
+                if not line.strip():             # the first processor's block only
+                    break
+    except OSError:
+        pass
+    return info

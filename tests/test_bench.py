@@ -74,9 +74,21 @@ def test_bench_json_has_every_figure(bench_run):
     machine = report["machine"]
     for field in ("platform", "cpus", "python", "numpy", "numba", "peers"):
         assert machine[field], field
+    assert machine["cpu"]["llvm"]                  # LLVM's name of the micro-architecture
     assert report["command"].startswith("python -m jittape bench --workloads seed_toy,logreg")
     assert report["date"][:2] == "20"
     assert report["failed"] == []
+
+
+def test_cpu_info_reads_the_first_processor(tmp_path):
+    import timing
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 1\n"
+                       "model name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2\n\n"
+                       "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 85\n")
+    assert timing.cpu_info("znver3", str(cpuinfo)) == {
+        "llvm": "znver3", "cpu family": "25", "model": "1", "model name": "AMD EPYC 7B13"}
+    assert timing.cpu_info("generic", str(tmp_path / "missing")) == {"llvm": "generic"}
 
 
 def test_bench_names_missing_peers_or_times_them(bench_run):
