@@ -129,19 +129,29 @@ def test_panels_of_b_are_packed_from_rows_in_place_and_from_strided_rows():
     rng = np.random.default_rng(5)
     a = rng.standard_normal((20, 37)).astype(np.float32)
     wide = rng.standard_normal((37, 3 * 16 + 5)).astype(np.float32)   # whole panels, an edge
-    for b in (wide, wide[:, ::2], np.asfortranarray(wide), wide[:, 1:], wide[5:, :][:0]):
+    for b in (wide, wide[:, ::2], np.asfortranarray(wide), wide[:, 1:], wide[::-1]):
         x = a[:, :b.shape[0]]
         _check(x, b, gemm._gemm(x, b))
+        np.testing.assert_array_equal(gemm._gemm_parallel(x, b), gemm._gemm(x, b))
 
 
-def test_threads_share_the_work_and_give_the_same_bits():
-    rng = np.random.default_rng(11)
-    for m, k, n in [(256, 784, 128), (100, 300, 70), (7, 1000, 33)]:
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        serial = gemm._gemm(a, b)
-        np.testing.assert_array_equal(gemm._gemm_parallel(a, b), serial)
-        np.testing.assert_array_equal(gemm._gemm_parallel(a.T.copy().T, b), serial)
+@pytest.mark.parametrize("threads", sorted({1, numba.config.NUMBA_NUM_THREADS}))
+def test_threads_share_the_work_and_give_the_same_bits(threads):
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        # the parallel compile orders its tasks by the threads it has now
+        assert gemm._several_threads() == (threads > 1)
+        rng = np.random.default_rng(11)
+        for m, k, n in [(256, 784, 128), (100, 300, 70), (7, 1000, 33)]:
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((k, n)).astype(np.float32)
+            serial = gemm._gemm(a, b)
+            np.testing.assert_array_equal(gemm._gemm_parallel(a, b), serial)
+            np.testing.assert_array_equal(gemm._gemm_parallel(a.T.copy().T, b), serial)
+            np.testing.assert_array_equal(gemm._gemm_parallel(a, b[::-1].copy()[::-1]), serial)
+    finally:
+        numba.set_num_threads(before)
 
 
 def test_products_large_and_small_on_one_thread_and_on_all():

@@ -4,10 +4,11 @@
 beside NumPy's (on a few cores the two pools slow each other: ``benchmarks/compiled.py``),
 and its blocking and threads decide the order of each sum. This module's product gives
 the same bits on every call and any number of threads, shares its tiles among Numba's
-threads, and runs at BLAS's speed on the products of a loss (``benchmarks/gemm.py``, a
-Zen 3 core, the MLP's x @ W1 and x.T @ dh in float32: 637 and 621 us, NumPy's OpenBLAS
-607 and 616, XLA 609 and 661; on two cores 436 and 476, XLA 452 and 543), for float32
-and float64 matrices of any strides.
+threads, and runs within a few percent of OpenBLAS and XLA on the products of a loss
+(``benchmarks/gemm.py``, a Zen 3 core, the MLP's x @ W1 and x.T @ dh in float32: 637 and
+621 us, NumPy's OpenBLAS 607 and 616, XLA 609 and 661; on two cores 436 and 476, XLA 452
+and 543; a square 512 product 11% behind OpenBLAS), for float32 and float64 matrices
+of any strides.
 
 The method is the one of GotoBLAS and BLIS:
 
@@ -20,19 +21,20 @@ The method is the one of GotoBLAS and BLIS:
   fewer than ``MR``, from a copy padded with zeros);
 - on one thread, a block of ``MC`` rows of ``a`` meets every panel in turn, so it is
   read from the L2 cache once per panel; on several, each thread takes whole panels
-  (``PANELS_FIRST``);
+  (``SEVERAL_THREADS``);
 - one micro-kernel computes an ``MR`` x ``NR`` tile of the result: ``MR * NR / LANES``
   accumulators that stay in vector registers for the whole inner loop, each step one
   broadcast of an element of ``a`` per row and one fused multiply-add per register.
   With 256-bit registers that is 6 x 16 float32 (6 x 8 float64): twelve accumulators,
   two panel registers and a broadcast, fifteen of the sixteen registers.
 
-The micro-kernel is written in LLVM IR (``tile_ir``), and so is the copy of a panel:
-they are where the shape of the generated machine code matters, and LLVM's vectorizers would not keep a
-tile of accumulators in registers across the inner loop when written in Python (Numba
-arrays may alias, so the tile would be loaded and stored at every step). The packing
-and the loops around it are Numba code (``_gemm``), compiled once and kept in Numba's
-disk cache like the other runtime helpers.
+The micro-kernel is written in LLVM IR (``tile_ir``), and so is the copy of a panel
+(``panel_ir``): they are where the shape of the generated machine code matters. Written
+in Python, LLVM's vectorizers would not keep a tile of accumulators in registers across
+the inner loop (Numba arrays may alias, so the tile would be loaded and stored at every
+step), nor vectorize a copy of 16 elements. The rest of the packing and the loops
+around it are Numba code (``_gemm``), compiled once and kept in Numba's disk cache like
+the other runtime helpers.
 
 Each element of the result is a sum over the inner dimension in increasing order (in
 blocks of ``KC``, each added to the result), the same order on every call: results do
@@ -145,7 +147,7 @@ def panel_ir(bits):
     lanes = LANES[bits]
     ft = {32: "float", 64: "double"}[bits]
     vec = f"<{lanes} x {ft}>"
-    align = bits // 8
+    align = 1                                  # (b may be a view of any buffer)
     out = [f"define void @{panel_symbol(bits)}(i64 %k, ptr noalias readonly %b, i64 %ldb, "
            "ptr noalias %dst) {",
            "entry:",
@@ -280,6 +282,7 @@ def _gemm_body(a, b):
     edge = np.zeros((MR, kc_max), a.dtype)             # the last rows of a, when fewer than MR
     full = m - m % MR
     blocks = (m + MC - 1) // MC
+    panels_first = SEVERAL_THREADS()
     for jc in range(0, n, NC):
         nc = min(NC, n - jc)
         panels = (nc + nr - 1) // nr
@@ -303,7 +306,7 @@ def _gemm_body(a, b):
                     for p in range(kc):
                         edge[r, p] = a[full + r, pc + p]
             for task in numba.prange(blocks * panels):
-                if PANELS_FIRST:                       # a thread's tasks: whole panels
+                if panels_first:                       # a thread's tasks: whole panels
                     ic = task % blocks * MC
                     jr = task // blocks * nr
                 else:                                  # a row block meets every panel
@@ -335,10 +338,10 @@ def _gemm_body(a, b):
 
 
 def _named(fn, name, **constants):
-    """A copy of ``fn`` under another name, seeing ``constants`` as globals: Numba names a
-    function's disk cache by its qualified name and does not tell a ``parallel=True``
-    compile from a plain one, so two compiles of one function would share (and
-    overwrite) one cache."""
+    """A copy of ``fn`` under another name, seeing ``constants`` as globals (the module's
+    others as they are when it is made): Numba names a function's disk cache by its
+    qualified name and does not tell a ``parallel=True`` compile from a plain one, so
+    two compiles of one function would share (and overwrite) one cache."""
     copy = types_module.FunctionType(fn.__code__, dict(fn.__globals__, **constants), name,
                                       fn.__defaults__, fn.__closure__)
     copy.__qualname__ = name
@@ -346,15 +349,43 @@ def _named(fn, name, **constants):
     return copy
 
 
-# The order of the tasks of a block of the inner dimension. One thread: a row block of
-# a meets every panel in turn, so that it is read from the L2 cache (6% faster on the
-# MLP's products than all of a against one panel, then the next). Threads: each takes
-# whole panels against every row, as even a share as the panels make (by consecutive
-# row blocks, a thread could hold the last, smaller block: 10% slower on two cores).
-PANELS_FIRST = False
+@intrinsic
+def _thread_count(typingctx):
+    """``numba.get_num_threads()`` (the calling thread's count) through the threading
+    layer's symbol: Numba's own function reads it through a ctypes pointer, and a
+    function holding one is not kept in Numba's disk cache."""
+    from numba.np.ufunc.parallel import _launch_threads
+    _launch_threads()                       # (defines the symbol)
+
+    def codegen(context, builder, signature, args):
+        fnty = llvm.FunctionType(llvm.IntType(32), [])     # C int get_num_threads(void)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads")
+        return builder.sext(builder.call(fn, []), context.get_value_type(types.intp))
+
+    return types.intp(), codegen
+
+
+@numba.njit(cache=True)
+def _several_threads():
+    return _thread_count() > 1
+
+
+@numba.njit(cache=True)
+def _one_thread():
+    return False
+
+
+# The order of the tasks of a block of the inner dimension (``SEVERAL_THREADS()``). On
+# one thread, a row block of a meets every panel in turn, so that it is read from the
+# L2 cache (6% faster on the MLP's products than all of a against one panel, then the
+# next). On several, each thread takes whole panels against every row, as even a share
+# as the panels make (by consecutive row blocks, a thread could hold the last, smaller
+# block: 10% slower on two cores). The plain compile runs on one thread; the parallel
+# one asks how many it has (``numba.set_num_threads`` may have made it one).
+SEVERAL_THREADS = _one_thread
 _gemm = numba.njit(error_model="numpy", cache=True)(_named(_gemm_body, "_gemm"))
 _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
-    _named(_gemm_body, "_gemm_parallel", PANELS_FIRST=True))
+    _named(_gemm_body, "_gemm_parallel", SEVERAL_THREADS=_several_threads))
 
 
 def product(a, b, threads=True):
