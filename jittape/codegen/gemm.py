@@ -354,8 +354,7 @@ def _thread_count(typingctx):
     """``numba.get_num_threads()`` (the calling thread's count) through the threading
     layer's symbol: Numba's own function reads it through a ctypes pointer, and a
     function holding one is not kept in Numba's disk cache."""
-    from numba.np.ufunc.parallel import _launch_threads
-    _launch_threads()                       # (defines the symbol)
+    numba.get_num_threads()                 # the thread pool up: it defines the symbol
 
     def codegen(context, builder, signature, args):
         fnty = llvm.FunctionType(llvm.IntType(32), [])     # C int get_num_threads(void)
