@@ -4,6 +4,9 @@ inner dimensions across several blocks, empty), every layout (C, Fortran, transp
 negative and odd strides), both float types; deterministic; other dtypes through
 ``np.dot``; and the micro-kernel's IR."""
 
+import subprocess
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -186,6 +189,22 @@ def test_matmul2d_stays_cacheable_on_disk():
     matmul2d(np.ones((300, 300)), np.ones((300, 300)))
     for cres in gemm._matmul2d.overloads.values():
         assert not cres.library.has_dynamic_globals
+
+
+def test_the_thread_count_loads_from_the_disk_cache_in_a_new_process():
+    """The parallel product asks the thread pool how many threads it has, through a
+    symbol the pool defines: machine code loaded from Numba's cache before the pool is
+    up would jump to nothing. Its reload hook starts the pool first."""
+    gemm._several_threads()                                     # in Numba's cache now
+    code = ("import numba.np.ufunc.parallel as p\n"
+            "from jittape.codegen import gemm\n"
+            "assert not p._is_initialized\n"
+            "print(gemm._several_threads(), sum(gemm._several_threads.stats.cache_hits.values()))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    several, hits = proc.stdout.split()
+    assert hits == "1" and several == str(numba.config.NUMBA_NUM_THREADS > 1)
 
 
 @numba.njit

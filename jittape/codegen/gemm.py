@@ -349,14 +349,21 @@ def _named(fn, name, **constants):
     return copy
 
 
+def _start_threads():
+    numba.get_num_threads()                 # starts Numba's thread pool, once
+
+
 @intrinsic
 def _thread_count(typingctx):
     """``numba.get_num_threads()`` (the calling thread's count) through the threading
     layer's symbol: Numba's own function reads it through a ctypes pointer, and a
     function holding one is not kept in Numba's disk cache."""
-    numba.get_num_threads()                 # the thread pool up: it defines the symbol
+    _start_threads()                        # the pool defines the symbol
 
     def codegen(context, builder, signature, args):
+        # and must be up before machine code that calls it is loaded from Numba's cache
+        # (else a crash): Numba runs a library's reload hooks before it loads the code
+        context.active_code_library._reload_init.add(_start_threads)
         fnty = llvm.FunctionType(llvm.IntType(32), [])     # C int get_num_threads(void)
         fn = cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads")
         return builder.sext(builder.call(fn, []), context.get_value_type(types.intp))
