@@ -5,10 +5,10 @@ beside NumPy's (on a few cores the two pools slow each other: ``benchmarks/compi
 and its blocking and threads decide the order of each sum. This module's product gives
 the same bits on every call and any number of threads, shares its tiles among Numba's
 threads, and runs within a few percent of OpenBLAS and XLA on the products of a loss
-(``benchmarks/gemm.py``, a Zen 3 core, the MLP's x @ W1 and x.T @ dh in float32: 637 and
-621 us, NumPy's OpenBLAS 607 and 616, XLA 609 and 661; on two cores 436 and 476, XLA 452
-and 543; a square 512 product 11% behind OpenBLAS), for float32 and float64 matrices
-of any strides.
+(``benchmarks/gemm.py``, a Zen 3 core, the MLP's x @ W1 and x.T @ dh in float32: 610 and
+635 us, NumPy's OpenBLAS 587 and 586, XLA 614 and 622; on two cores 463 and 460, XLA 462
+and 500; a square 512 product 3% behind OpenBLAS), for float32 and float64 matrices of
+any strides.
 
 The method is the one of GotoBLAS and BLIS:
 
