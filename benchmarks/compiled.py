@@ -1,7 +1,8 @@
 """Compiled gradients against the eager tape and hand-written Numba, per call.
 
     python benchmarks/compiled.py [--workloads a,b] [--repeat N] [--json PATH]
-                                  [--seconds S] [--blas-threads N] [--no-compile-probe]
+                                  [--seconds S] [--blas-threads N] [--compile-runs N]
+                                  [--no-compile-probe]
 
 For each workload of ``benchmarks/workloads.py`` it times, in one process and
 interleaved round by round (so a noisy machine slows all columns alike and the ratios
@@ -35,7 +36,9 @@ before the clock starts. The first times the first call of the MLP's ``value_and
 (trace + differentiate + generate + Numba compile: ``cold``); the second, the first
 call again (``disk``: the disk cache). Imports (NumPy, Numba, SciPy, jittape) happen
 before the clock starts and are reported separately. Each process reports
-``f.cache_info()``.
+``f.cache_info()``. The pair runs ``--compile-runs`` times (3), each with a cache of its
+own; the targets read the median first call, and the JSON keeps every run's
+(``runs_s``).
 
 BLAS runs single-threaded (``--blas-threads 1``, set through ``OPENBLAS_NUM_THREADS``
 and friends before NumPy loads), and so do jittape's products and parallel loops
@@ -137,22 +140,41 @@ def run_probe(name, env, timeout=300):
     return {"error": f"probe exited {proc.returncode}", "stderr_tail": proc.stderr[-2000:]}
 
 
-def compile_probes(name):
-    """Cold compile, then first call from the disk cache, in two fresh processes."""
+def compile_probes(name, runs=3):
+    """Cold compile, then first call from the disk cache, ``runs`` times each in fresh
+    processes: the run of median first-call time of each, with every run's time
+    (``runs_s``). A first call is one sample per process, and a shared machine's speed
+    drifts by more than the differences that matter; the median of a few is what the
+    targets read."""
     tmp = tempfile.mkdtemp(prefix="jittape-bench-cache-")
-    env = dict(os.environ, JITTAPE_CACHE_DIR=os.path.join(tmp, "jittape"))
-    env.pop("NUMBA_DISABLE_JIT", None)
+    base = dict(os.environ)
+    base.pop("NUMBA_DISABLE_JIT", None)
     try:
         # the runtime helpers' specializations in Numba's cache, as after any earlier use
-        run_probe(name, dict(env, JITTAPE_CACHE_DIR=os.path.join(tmp, "warmup")))
-        cold = run_probe(name, env)
-        disk = run_probe(name, env)
+        run_probe(name, dict(base, JITTAPE_CACHE_DIR=os.path.join(tmp, "warmup")))
+        colds, disks = [], []
+        for i in range(runs):
+            env = dict(base, JITTAPE_CACHE_DIR=os.path.join(tmp, f"jittape{i}"))
+            colds.append(run_probe(name, env))        # a new cache: traces and compiles
+            disks.append(run_probe(name, env))        # the same cache: loads from disk
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    cold, disk = _median_run(colds), _median_run(disks)
     info = disk.get("cache_info")
     if isinstance(info, dict) and "disk_hits" in info:
         disk["disk_hit"] = info["disk_hits"] > 0
-    return {"workload": name, "cold": cold, "disk": disk}
+    return {"workload": name, "runs": runs, "cold": cold, "disk": disk}
+
+
+def _median_run(results):
+    """The result of median ``first_call_s`` (the first error, if any run failed), with
+    ``runs_s``: every run's first call."""
+    failed = [r for r in results if "first_call_s" not in r]
+    if failed:
+        return dict(failed[0], runs_s=[r.get("first_call_s") for r in results])
+    ordered = sorted(results, key=lambda r: r["first_call_s"])
+    return dict(ordered[(len(ordered) - 1) // 2],
+                runs_s=[round(r["first_call_s"], 4) for r in results])
 
 
 # -- one workload ---------------------------------------------------------------------
@@ -312,9 +334,10 @@ def print_report(report):
                 if "error" in p:
                     print(f"compile probe {which}: error: {p['error']}")
                     continue
+                runs = ", ".join(f"{t:.3f}" for t in p.get("runs_s", []))
                 print(f"compile probe {which} ({probes['workload']}): imports {p['import_s']:.2f} s, "
-                      f"first call {p['first_call_s']:.3f} s, second call {p['second_call_us']:.0f} us, "
-                      f"cache_info {p.get('cache_info')}")
+                      f"first call {p['first_call_s']:.3f} s (median of {runs}), "
+                      f"second call {p['second_call_us']:.0f} us, cache_info {p.get('cache_info')}")
     print()
     for t in report["targets"]:
         verdict = {True: "PASS", False: "FAIL", None: "n/a "}[t["pass"]]
@@ -330,6 +353,9 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=0.15,
                         help="target duration of one timing (default 0.15)")
     parser.add_argument("--json", default=os.path.join(RESULTS, "compiled.json"))
+    parser.add_argument("--compile-runs", type=int, default=3,
+                        help="fresh processes for each compile probe; the median is "
+                             "reported (default 3)")
     parser.add_argument("--no-compile-probe", action="store_true",
                         help="skip the cold / disk-cache compile subprocesses")
     parser.add_argument("--blas-threads", type=int, default=1,
@@ -403,7 +429,7 @@ def run(args, parser, blas_effective):
         report["compile_probe"] = {"skipped": f"workload {PROBE_WORKLOAD} not selected"}
     else:
         print("compile probes: cold, then disk cache, in fresh processes ...", flush=True)
-        report["compile_probe"] = compile_probes(PROBE_WORKLOAD)
+        report["compile_probe"] = compile_probes(PROBE_WORKLOAD, max(1, args.compile_runs))
 
     report["targets"] = evaluate_targets(report)
     report["wall_s"] = time.perf_counter() - started
