@@ -5,7 +5,7 @@ import numba
 import numpy as np
 import pytest
 
-from jittape.codegen.runtime import empty, fill, full, reshape, zeros
+from jittape.codegen.runtime import empty, fill, full, reshape, scratch, zeros
 
 
 @numba.njit(cache=False)
@@ -104,6 +104,58 @@ def test_new_arrays_are_freed():
         if not enabled:
             memsys.memsys_disable_stats()
     assert after.alloc - before.alloc == after.free - before.free == 50
+
+
+@numba.njit(cache=False)
+def _lane_sums(x, rounds):
+    """Sums of x's elements by position mod 8, ``rounds`` times, each in scratch
+    accumulators made again in the loop (as a lane reduction inside a loop does)."""
+    out = np.empty((rounds, 8))
+    for r in range(rounds):
+        lanes = scratch(8, np.float64(r), np.float64)
+        for i in range(x.shape[0]):
+            lanes[i % 8] += x[i]
+        for j in range(8):
+            out[r, j] = lanes[j]
+    return out
+
+
+@numba.njit(cache=False)
+def _out_only(x, rounds):
+    return np.empty((rounds, 8))
+
+
+def _allocations(fn, *args):
+    from numba.core.runtime import _nrt_python as memsys, rtsys
+    fn(*args)                                  # compiled
+    enabled = memsys.memsys_stats_enabled()
+    memsys.memsys_enable_stats()
+    try:
+        before = rtsys.get_allocation_stats()
+        fn(*args)
+        after = rtsys.get_allocation_stats()
+    finally:
+        if not enabled:
+            memsys.memsys_disable_stats()
+    return after.alloc - before.alloc, after.free - before.free
+
+
+def test_scratch_is_filled_on_the_stack_and_filled_again_each_time():
+    x = np.arange(20.0)
+    got = _lane_sums(x, 3)
+    want = np.array([[r + x[j::8].sum() for j in range(8)] for r in range(3)])
+    np.testing.assert_array_equal(got, want)
+    # what a function making ``out`` alone allocates (and its argument's boxing)
+    assert _allocations(_lane_sums, x, 3) == _allocations(_out_only, x, 3)
+    np.testing.assert_array_equal(scratch(4, 2, np.int32), np.full(4, 2, np.int32))
+
+
+def test_scratch_needs_a_literal_size():
+    @numba.njit(cache=False)
+    def runtime_size(n):
+        return scratch(n, 0.0, np.float64)
+    with pytest.raises(numba.TypingError):
+        runtime_size(4)
 
 
 def test_helpers_in_plain_python():

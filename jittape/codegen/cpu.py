@@ -28,8 +28,8 @@ import numpy as np
 
 from jittape.errors import NumericsError, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, reshape, slice_length,
-    slice_start, slice_step, zeros,
+    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, reshape, scratch,
+    slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
@@ -634,7 +634,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     if lanes_of:                                       # a task's row of lanes
         lines = [f"{lanes} = fill({lanes_of[0]}[{lanes_of[1]}], {lane_init})"]
     else:
-        lines = [f"{lanes} = full({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
+        lines = [f"{lanes} = scratch({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
     lines.append(f"{used} = {_smaller(LANES, length)}   # lanes in use: fewer on short rows")
     indent = ""
     for a in range(inner):

@@ -135,6 +135,14 @@ def full(shape, value, dtype):
     return np.full(shape, value, dtype)
 
 
+def scratch(size, value, dtype):
+    """np.full(size, value, dtype) for a literal ``size``, in the kernel's stack frame:
+    an array that never leaves the kernel (a lane reduction's accumulators) costs no
+    allocation from Numba's runtime per call. It lives until the kernel returns; a
+    second call at the same place (a loop) reuses its memory, filled again."""
+    return np.full(size, value, dtype)
+
+
 def fill(a, value):
     """Every element of ``a`` (C ordered) set to ``value`` (cast to its dtype); ``a``."""
     a[...] = value
@@ -182,6 +190,15 @@ def _type_full(context):
         nd, dt = _ndim(shape), _dtype(dtype)
         if nd is not None and dt is not None and _is_scalar(value):
             return types.Array(dt, nd, "C")
+    return typer
+
+
+@type_callable(scratch)
+def _type_scratch(context):
+    def typer(size, value, dtype):
+        dt = _dtype(dtype)
+        if isinstance(size, types.IntegerLiteral) and dt is not None and _is_scalar(value):
+            return types.Array(dt, 1, "C")
     return typer
 
 
@@ -262,6 +279,21 @@ def _lower_full(context, builder, sig, args):
     ary, size = _new(context, builder, arrtype, _dims(context, builder, sig.args[0], args[0]))
     _set_all(context, builder, arrtype, ary, size, sig.args[1], args[1])
     return impl_ret_new_ref(context, builder, arrtype, ary._getvalue())
+
+
+@lower_builtin(scratch, types.IntegerLiteral, types.Any, types.Any)
+def _lower_scratch(context, builder, sig, args):
+    arrtype = sig.return_type
+    count = sig.args[0].literal_value
+    datatype = context.get_data_type(arrtype.dtype)
+    data = cgutils.alloca_once(builder, datatype, size=count)    # in the entry block
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(datatype))
+    ary = make_array(arrtype)(context, builder)
+    size = context.get_constant(types.intp, count)
+    populate_array(ary, data=data, shape=[size], strides=[itemsize], itemsize=itemsize,
+                   meminfo=None)                  # no owner: nothing to count or free
+    _set_all(context, builder, arrtype, ary, size, sig.args[1], args[1])
+    return impl_ret_borrowed(context, builder, arrtype, ary._getvalue())
 
 
 @lower_builtin(fill, types.Array, types.Any)
