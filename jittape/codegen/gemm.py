@@ -216,15 +216,18 @@ def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc, fresh
         fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64, i64])
         fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
 
-        def pointer(ty, value, start):
-            return builder.gep(context.make_array(ty)(context, builder, value).data, [start])
-
-        builder.call(fn, [steps, pointer(a, a_, a_at), lda_, step_, pointer(b, b_, b_at),
-                          pointer(c, c_, c_at), ldc_, fresh_])
+        builder.call(fn, [steps, _element(context, builder, a, a_, a_at), lda_, step_,
+                          _element(context, builder, b, b_, b_at),
+                          _element(context, builder, c, c_, c_at), ldc_, fresh_])
         return context.get_dummy_value()
 
     return (types.void(types.intp, a, types.intp, types.intp, types.intp, b, types.intp,
                        c, types.intp, types.intp, types.intp), codegen)
+
+
+def _element(context, builder, ty, value, start):
+    """A pointer to element ``start`` of an array's data (counted in elements)."""
+    return builder.gep(context.make_array(ty)(context, builder, value).data, [start])
 
 
 @intrinsic
@@ -244,10 +247,8 @@ def pack_panel(typingctx, k, b, b_start, ldb, dst, dst_start):
         ptr = llvm.PointerType()
         fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, ptr])
         fn = cgutils.get_or_insert_function(builder.module, fnty, panel_symbol(bits))
-        b_data = context.make_array(b)(context, builder, b_).data
-        dst_data = context.make_array(dst)(context, builder, dst_).data
-        builder.call(fn, [steps, builder.gep(b_data, [b_at]), ldb_,
-                          builder.gep(dst_data, [dst_at])])
+        builder.call(fn, [steps, _element(context, builder, b, b_, b_at), ldb_,
+                          _element(context, builder, dst, dst_, dst_at)])
         return context.get_dummy_value()
 
     return types.void(types.intp, b, types.intp, types.intp, dst, types.intp), codegen
