@@ -5,7 +5,10 @@ An eager ``GradientTape`` with TensorFlow's semantics, and compiled gradients
 """
 
 from ._version import __version__  # noqa: F401
-from .errors import JittapeError, NumericsError, ShapeError, UnsupportedError  # noqa: F401
+from .errors import (  # noqa: F401
+    GradientLostError, GradientLostWarning, JittapeError, NumericsError, ShapeError,
+    UnsupportedError,
+)
 from .tensor import (  # noqa: F401
     Tensor, Variable, bool_, constant, float16, float32, float64, int8, int16, int32, int64,
     is_tensor, uint8,

@@ -3,7 +3,12 @@
 - ``disk_cache`` and ``JITTAPE_CACHE_DIR`` (read at each compile) name the disk cache;
   unset, it is the user cache directory (``$XDG_CACHE_HOME/jittape`` or
   ``~/.cache/jittape``); set to the empty string, or with ``jt.config.disk_cache =
-  False``, nothing is written to disk.
+  False``, nothing is written to disk. Only a directory of the user's own that group and
+  others cannot write to is used (loading runs the code it holds); every file in it is
+  checked against a hash before use, and a damaged entry is removed and compiled again,
+  with one warning.
+- ``disk_cache_max_bytes`` (default 512 MiB): when writing a new entry takes the disk
+  cache over this size, the least recently used entries are removed; None for no limit.
 - ``check_numerics``: when True, eager ops and compiled functions raise
   ``jt.NumericsError`` (a ``FloatingPointError``) on the first NaN or inf a
   floating-point op produces, naming the op and the user's file:line. Compiled
@@ -24,6 +29,16 @@
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature
   of a compiled function may compile before it raises.
+- ``recompile_warning`` (default 8): a compiled function that traces and compiles more
+  often than this warns once (``jt.errors.RecompileWarning``, at the calling line),
+  naming what changed between its last two signatures (a dtype, a rank, a size-1
+  dimension, a static value, a guard); ``None`` turns the warning off.
+- ``strict`` (default False): an implicit conversion to NumPy (``np.asarray(x)``,
+  ``X.dot(w)`` with ``X`` an ndarray, ``np.array([t0, t1])``, a SciPy function) of a
+  tensor that a recording ``GradientTape`` watches, or that is computed from one, loses
+  the gradient through it; it warns (``jt.GradientLostWarning``, once per call site).
+  With ``strict = True`` it raises ``jt.GradientLostError`` instead. Explicit
+  conversions (``.numpy()``, ``float()``, ``int()``) never warn.
 """
 
 import os
@@ -32,8 +47,11 @@ import types
 import weakref
 
 disk_cache = True
+disk_cache_max_bytes = 512 * 2 ** 20
 max_guards = 1000
 max_variants = 16
+recompile_warning = 8
+strict = False
 
 _check_numerics = False
 _parallel = os.environ.get("JITTAPE_PARALLEL", "1").strip().lower() not in ("0", "false", "no", "off")

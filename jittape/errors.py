@@ -4,8 +4,10 @@ Every error jittape raises about the user's program says which operation failed,
 with which shapes or dtypes, and where in the user's code (file:line).
 """
 
+import linecache
 import os
 import sys
+import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,10 +34,42 @@ class SizeMismatch(JittapeError, ValueError):
     compiled function says which failed, with the op and the line."""
 
 
+class OutOfRange(JittapeError, IndexError):
+    """An index (an int, an element of an index array, a label) outside the axis it
+    indexes, found by compiled code. Generated code raises it with a message template
+    and the values of this call (``OutOfRange(template, index, size)``): Numba passes
+    run-time values only as arguments, and the message is formatted here."""
+
+    def __str__(self):
+        args = self.args
+        if len(args) > 1 and isinstance(args[0], str):
+            return args[0].format(*args[1:])
+        return super().__str__()
+
+
 class SignatureMismatch(JittapeError, ValueError):
     """Arguments whose size-1 axes (or, for a size-specialized graph, sizes) differ from
     those a compiled kernel was generated for. Compiled functions catch it and compile
     the right variant; a kernel called directly (``f.kernel()``) raises it."""
+
+
+class GradientLostError(JittapeError):
+    """With ``jt.config.strict``: a tensor a recording tape watches (or computed from one)
+    was converted to a NumPy array implicitly, which would have lost its gradient."""
+
+
+class GradientLostWarning(UserWarning):
+    """A tensor a recording tape watches (or computed from one) was converted to a NumPy
+    array implicitly (``np.asarray``, ``ndarray.dot``, ``np.array([...])``, a SciPy
+    function, ...): the tape cannot see through NumPy, so the gradient through that
+    value is lost. Shown once per call site; ``jt.config.strict = True`` raises
+    ``GradientLostError`` instead."""
+
+
+class RecompileWarning(UserWarning):
+    """A compiled function traced and compiled more often than
+    ``jt.config.recompile_warning``: its calls keep changing the signature (dtypes,
+    ranks, size-1 dimensions, static values) or the path through its Python branches."""
 
 
 def user_frame():
@@ -54,3 +88,67 @@ def at_user_line(message):
     """Append ' (at file:line)' naming the user's line, when one can be found."""
     where = user_frame()
     return f"{message} (at {where})" if where else message
+
+
+def _library_dirs():
+    """Where installed libraries and the standard library live: frames there (NumPy,
+    SciPy, ...) are not the user's, though NumPy or SciPy may be what converted a value."""
+    dirs = set()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(name)
+        if path:
+            dirs.add(os.path.abspath(path) + os.sep)
+    return tuple(sorted(dirs))
+
+
+_LIBRARY_DIRS = None
+
+
+def _is_library(filename):
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    return filename.startswith("<frozen") or os.path.abspath(filename).startswith(_LIBRARY_DIRS)
+
+
+def caller_frames(start):
+    """(user frame, the library frame it calls or None) above ``start``: jittape's own frames
+    are skipped, and so are those of installed libraries that called into them (SciPy's
+    ``logsumexp`` converting a tensor): the user frame is the line the user wrote. When
+    every frame is a library's, the innermost one outside jittape is the user frame."""
+    frame, library, fallback = start, None, None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith("<jittape") or
+                os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)):
+            if fallback is None:
+                fallback = frame
+            if not _is_library(filename):
+                return frame, library
+            library = frame           # the outermost: the library function the user called
+        frame = frame.f_back
+    return fallback, None
+
+
+def call_text(frame):
+    """The source text of the call ``frame`` is executing (``X.dot(w)``,
+    ``np.asarray(x)``), from the positions of its current instruction; the stripped line
+    when they are not known; None without source."""
+    lines = linecache.getlines(frame.f_code.co_filename, frame.f_globals)
+    try:
+        pos = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (AttributeError, IndexError):
+        pos = (None,) * 4
+    line, end_line, col, end_col = pos
+    if None in pos or not lines or end_line > len(lines):
+        line = frame.f_lineno
+        return lines[line - 1].strip() if lines and 0 < line <= len(lines) else None
+    # positions are offsets in UTF-8 bytes
+    chunk = [lines[k - 1].encode() for k in range(line, end_line + 1)]
+    if len(chunk) == 1:
+        chunk[0] = chunk[0][col:end_col]
+    else:
+        chunk[0] = chunk[0][col:]
+        chunk[-1] = chunk[-1][:end_col]
+    text = " ".join(c.decode(errors="replace").strip() for c in chunk)
+    return text or None
