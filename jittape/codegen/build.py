@@ -1,17 +1,52 @@
-"""Write a generated module to a file, import it and compile it with Numba.
+"""Turn a generated module into a compiled kernel: once per process, once per machine.
 
-The disk cache (DESIGN.md rule 6): under ``JITTAPE_CACHE_DIR`` each generated module is
-a file named by a hash of (graph text, target, jittape version, Numba version), compiled
-with Numba's ``cache=True`` so that Numba keeps the machine code next to it. A new
-process that traces the same graph finds the file and Numba's cache and compiles
-nothing. A corrupt or unwritable cache falls back to compiling, with a warning.
+In memory: one table for the whole process holds every kernel built, keyed by the
+content digest of its module (and the cache directory). Compiled functions whose graphs
+are the same (wrappers of one function, of a closure made anew at each step, of equal
+code) share one kernel: the same Numba dispatcher and machine code, with no second
+import, load or compile (each gets a ``Built`` that says whether it found the kernel
+built). Numba never frees the machine code it compiles, so sharing it is what keeps
+memory flat in a long-running process.
+
+On disk (DESIGN.md rule 6): under ``JITTAPE_CACHE_DIR`` each entry is the generated
+module (``jittape_generated_<digest>.py``), the files in which Numba keeps its machine
+code for it (``__pycache__/jittape_generated_<digest>.*.nbi`` and ``.nbc``, from
+``cache=True``), and a manifest (``jittape_generated_<digest>.manifest``) holding the
+sha256 of the module and of each of Numba's files, written after Numba wrote them. A
+new process that traces the same graph finds them and compiles nothing. Loading
+unpickles and runs machine code, so nothing is loaded unverified:
+
+- the module is executed from the source the process generated, and the file is
+  rewritten when its bytes differ;
+- before Numba loads, each of its files must match its hash in the manifest (a file the
+  manifest does not name, from a writer that stopped before recording it, is removed);
+  a file that does not match, an unreadable manifest, or a load that fails (an
+  unpickling or LLVM error) removes the entry's files, warns once, and compiles again;
+  the next process finds a sound entry and loads it silently;
+- a cache directory that is not the user's own, or that group or others can write to,
+  is not used at all (a warning, and kernels compile in memory).
+
+Files are written to unique temporary names in the same directory, then renamed, so
+concurrent writers (threads or processes) never see each other's partial files. The
+entries in use are touched; once the directory holds more than
+``jt.config.disk_cache_max_bytes``, writing a new entry removes the least recently used
+entries whole. With the disk cache off (or unusable), CPU kernels compile from memory
+with no file at all; CUDA drivers, whose kernels Numba caches only from a real file, go
+to a private temporary directory removed at exit.
 """
 
+import atexit
+import contextlib
 import hashlib
-import importlib.util
+import json
+import linecache
 import os
+import shutil
+import stat
 import sys
 import tempfile
+import threading
+import types
 import warnings
 
 import numba
@@ -20,15 +55,52 @@ from .._version import __version__
 from .. import config
 from .pipeline import KernelCompiler
 
+_PREFIX = "jittape_generated_"
+# Numba's own temporary files, being written by another process: neither verified nor
+# removed (they are renamed into place when complete)
+_NUMBA_TMP = ".tmp."
+
+
+class _Kernel:
+    """A kernel of the process-wide table: what every compiled function of its graph
+    shares."""
+
+    def __init__(self, dispatcher, path, cached, from_disk):
+        self.dispatcher = dispatcher
+        self.path = path
+        self.cached = cached            # compiled with Numba's cache=True
+        self.from_disk = from_disk      # the module file was already in the cache
+        self.called = False             # its first call has run (compiled or loaded)
+        self.lock = threading.Lock()    # held for the first call
+
 
 class Built:
-    """A compiled kernel: the Numba dispatcher and where it came from."""
+    """A compiled kernel as one compiled function sees it: the shared ``_Kernel``, and
+    whether this request found it already built in the process (``shared``)."""
 
-    def __init__(self, dispatcher, path, from_disk, cached):
-        self.dispatcher = dispatcher
-        self.cached = cached                # compiled with Numba's cache=True
-        self.path = path
-        self.from_disk = from_disk          # the module file was already in the cache
+    __slots__ = ("kernel", "shared")
+
+    def __init__(self, kernel, shared):
+        self.kernel = kernel
+        self.shared = shared
+
+    @property
+    def dispatcher(self):
+        return self.kernel.dispatcher
+
+    @property
+    def path(self):
+        return self.kernel.path
+
+    @property
+    def cached(self):
+        return self.kernel.cached
+
+    @property
+    def from_disk(self):
+        """Whether this request's code came from the disk cache (False for a kernel
+        found in the process's table: it cost neither a compile nor a load)."""
+        return self.kernel.from_disk and not self.shared
 
 
 def digest(graph_text, target):
@@ -54,63 +126,58 @@ def _codegen_version():
 
 
 _CODEGEN_VERSION = None
-_SCRATCH = None
-
-
-def _scratch_dir():
-    global _SCRATCH
-    if _SCRATCH is None:
-        _SCRATCH = tempfile.mkdtemp(prefix="jittape-")
-    return _SCRATCH
+_TABLE = {}                      # (cache directory or None, key) -> _Kernel
+_TABLE_LOCK = threading.RLock()  # held while a kernel is built (imported, not compiled)
+# Held while a shared dispatcher compiles for a new memory layout (its compiling is
+# disabled otherwise): compiled functions' new layouts take it too
+LAYOUT_LOCK = threading.Lock()
+_WARNED = set()                  # what has warned already: one warning each
+_COUNTS = {"imports": 0}         # generated modules executed by this process
 
 
 def build(source, func_name, key, njit_options):
-    """Compile ``source`` (a module defining ``func_name``); ``key`` names the file.
-    With ``njit_options`` None the function is returned as it is (the CUDA target's
-    driver, whose kernels the module compiles with ``cuda.jit(cache=True)``)."""
-    cache_dir = config.cache_dir()
-    if cache_dir:
+    """The kernel of ``source`` (a module defining ``func_name``; ``key``: its digest),
+    from the process's table, the disk cache, or built now. With ``njit_options`` None
+    the function is returned as it is (the CUDA target's driver, whose kernels the
+    module compiles with ``cuda.jit(cache=True)``)."""
+    root = config.cache_dir()
+    kernel = _TABLE.get((root, key))
+    if kernel is not None:
+        return Built(kernel, shared=True)
+    with _TABLE_LOCK:
+        kernel = _TABLE.get((root, key))
+        if kernel is not None:
+            return Built(kernel, shared=True)
+        kernel = _build(root, source, func_name, key, njit_options)
+        _TABLE[(root, key)] = kernel
+        return Built(kernel, shared=False)
+
+
+def _build(root, source, func_name, key, njit_options):
+    module_name = f"{_PREFIX}{key}"
+    store, path, from_disk = None, f"<jittape generated {key}>", False
+    if root:
         try:
-            return _build_in(cache_dir, source, func_name, key, njit_options, use_cache=True)
-        except _CacheError as err:
-            warnings.warn(f"jittape: the disk cache at {cache_dir} cannot be used ({err}); "
-                          "compiling without it", RuntimeWarning, stacklevel=4)
-    return _build_in(_scratch_dir(), source, func_name, key, njit_options, use_cache=False)
-
-
-class _CacheError(Exception):
-    pass
-
-
-def _build_in(root, source, func_name, key, njit_options, use_cache):
-    module_name = f"jittape_generated_{key}"
-    path = os.path.join(root, f"{module_name}.py")
-    from_disk = False
-    try:
-        os.makedirs(root, exist_ok=True)
-        existing = None
-        if os.path.exists(path):
-            with open(path, encoding="utf-8", errors="replace") as f:
-                existing = f.read()
-        if existing == source:
-            from_disk = True
-        else:
-            if existing is not None:
-                warnings.warn(f"jittape: the cached module {path} is corrupt; rewriting it",
-                              RuntimeWarning, stacklevel=5)
-                _drop_numba_cache(root, module_name)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(source)
-            os.replace(tmp, path)          # atomic: a concurrent reader sees all or nothing
-    except OSError as err:
-        if use_cache:
-            raise _CacheError(str(err)) from err
-        raise
-    module = _import(module_name, path)
+            store = _Store.open(root)
+            if store is not None:
+                path, from_disk = store.prepare(module_name, source)
+        except OSError as err:
+            _warn_once(("unusable", root), f"jittape: the disk cache at {root} cannot be "
+                       f"used ({err}); compiling without it")
+            store = None
+    if store is None and njit_options is None:
+        store = _Store.scratch()           # CUDA kernels are cached from a real file only
+        path, from_disk = store.prepare(module_name, source)
+    module = _execute(module_name, source, path)
     func = getattr(module, func_name)
+    guard = _Guard(store, module_name, source) if store is not None else None
     if njit_options is None:              # a CUDA driver: plain Python launching kernels
-        return Built(func, path, from_disk, use_cache)
+        if guard is not None:
+            for value in list(vars(module).values()):
+                py_func = getattr(value, "py_func", None)
+                if getattr(py_func, "__module__", None) == module_name:  # its own kernels
+                    guard.install(value, lean=False)
+        return _Kernel(func, path, store is not None, from_disk)
     options = dict(njit_options)
     # Numba's thread pool up before a CPU kernel compiles or loads (4 ms, once):
     # compiling a prange loop that calls a function Numba has not compiled yet, in a
@@ -122,48 +189,306 @@ def _build_in(root, source, func_name, key, njit_options, use_cache):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
-    dispatcher = numba.njit(cache=use_cache, pipeline_class=KernelCompiler, **options)(func)
-    return Built(dispatcher, path, from_disk, use_cache)
+    dispatcher, cached = _dispatcher(func, options, cache=store is not None)
+    if cached:
+        guard.install(dispatcher, lean=from_disk)
+    return _Kernel(dispatcher, path, cached, from_disk)
 
 
-def _import(module_name, path):
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _dispatcher(func, options, cache):
+    """(A Numba dispatcher of ``func``, whether it uses Numba's disk cache)."""
+    if cache:
+        try:
+            return numba.njit(cache=True, pipeline_class=KernelCompiler, **options)(func), True
+        except (OSError, RuntimeError):    # the file went away (removed by another
+            pass                           # process's eviction): compile without it
+    return numba.njit(cache=False, pipeline_class=KernelCompiler, **options)(func), False
+
+
+def new_dispatcher(built):
+    """A dispatcher of its own for ``built``'s kernel (free to compile for other
+    argument types), reading the disk cache through the same checks."""
+    kernel = built.kernel
+    disp = kernel.dispatcher
+    options = {k: v for k, v in disp.targetoptions.items()
+               if k not in ("cache", "nopython")}   # (njit sets nopython itself)
+    copy, cached = _dispatcher(disp.py_func, options, cache=kernel.cached)
+    guard = getattr(getattr(disp, "_cache", None), "_jittape_guard", None)
+    if cached and guard is not None:
+        guard.install(copy, lean=False)
+    elif cached:
+        copy, _ = _dispatcher(disp.py_func, options, cache=False)
+    return copy
+
+
+def _execute(module_name, source, path):
+    """Run the generated source as module ``module_name`` with ``path`` as its file
+    name. The source is the one this process generated, never what the file holds;
+    Python's bytecode cache is not used."""
+    if not os.path.isabs(path):          # no file: tracebacks and Numba's messages
+        linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    module = types.ModuleType(module_name)
+    module.__file__ = path
     sys.modules[module_name] = module      # Numba's cache locates functions by module
+    exec(compile(source, path, "exec"), module.__dict__)
+    _COUNTS["imports"] += 1
     return module
 
 
-def _drop_numba_cache(root, module_name):
-    cache = os.path.join(root, "__pycache__")
-    if not os.path.isdir(cache):
-        return
-    for name in os.listdir(cache):
-        if name.startswith(module_name):
+# -- the disk cache ------------------------------------------------------------------------
+
+class _Store:
+    """A cache directory: its entries' files, their manifests and the size limit."""
+
+    _SCRATCH = None
+
+    def __init__(self, root):
+        self.root = root
+        self.pycache = os.path.join(root, "__pycache__")
+        self.lock = threading.Lock()
+
+    @classmethod
+    def open(cls, root):
+        """The store at ``root`` (created if need be), or None if it is not safe to load
+        from. Raises OSError where it cannot be created."""
+        pycache = os.path.join(root, "__pycache__")
+        # created private, so that the checks below hold for a cache jittape made
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        os.makedirs(pycache, mode=0o700, exist_ok=True)
+        for path in (root, pycache):
+            problem = _unsafe(path)
+            if problem:
+                _warn_once(("unsafe", root), (
+                    f"jittape: the disk cache at {root} is not used: {path} {problem}, and "
+                    "loading from it runs what it holds; compiling in memory. Make it "
+                    "yours and not writable by others (chmod go-w), or set "
+                    "JITTAPE_CACHE_DIR to a directory of your own"))
+                return None
+        return cls(root)
+
+    @classmethod
+    def scratch(cls):
+        """A private temporary store for this process, removed at exit."""
+        if cls._SCRATCH is None:
+            path = tempfile.mkdtemp(prefix="jittape-")
+            atexit.register(_remove_scratch, path, os.getpid())
+            cls._SCRATCH = cls(path)
+        return cls._SCRATCH
+
+    def module_path(self, name):
+        return os.path.join(self.root, name + ".py")
+
+    def manifest_path(self, name):
+        return os.path.join(self.root, name + ".manifest")
+
+    def prepare(self, name, source):
+        """Make the module file hold ``source``: (its path, whether it did already)."""
+        path = self.module_path(name)
+        data = source.encode()
+        try:
+            with open(path, "rb") as f:
+                existing = f.read()
+        except FileNotFoundError:
+            existing = None
+        if existing == data:
+            _touch(self.manifest_path(name))          # used: the last to be evicted
+            return path, True
+        if existing is not None:
+            self.damaged(name, self.pycache, "the module's text differs from its graph's")
+        self.write(path, data)
+        self.record(name, None, hashlib.sha256(data).hexdigest())
+        return path, False
+
+    def write(self, path, data):
+        """Write ``data`` to ``path`` through a temporary file of this writer's own."""
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
+                                   prefix=os.path.basename(path) + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)          # atomic: a concurrent reader sees all or nothing
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+
+    def numba_files(self, name, directory):
+        """[(file name, path)] of Numba's files for module ``name`` in ``directory``."""
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return []
+        return [(n, os.path.join(directory, n)) for n in sorted(names)
+                if n.startswith(name + ".") and _NUMBA_TMP not in n]
+
+    def verify(self, name, directory, source_hash):
+        """Before Numba loads module ``name``'s files from ``directory``: True when each
+        matches the manifest. Otherwise they are removed (with a warning if a recorded
+        file or the manifest is damaged), so that Numba compiles, and False."""
+        files = self.numba_files(name, directory)
+        try:
+            manifest = _read_manifest(self.manifest_path(name))
+            recorded = manifest["numba"]
+            ok = manifest["module"] == source_hash and isinstance(recorded, dict)
+        except FileNotFoundError:
+            manifest = None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            self.damaged(name, directory, f"its manifest cannot be read: {err}")
+            return False
+        if manifest is None or not files:
+            _remove(path for _, path in files)    # unrecorded: never trusted
+            return manifest is not None
+        if not ok:
+            self.damaged(name, directory, "its manifest does not match its module")
+            return False
+        unrecorded = []
+        for file_name, path in files:
+            want = recorded.get(file_name)
+            if want is None:
+                unrecorded.append(path)
+                continue
             try:
-                os.remove(os.path.join(cache, name))
+                got = _file_hash(path)
+            except FileNotFoundError:
+                continue                           # removed meanwhile: Numba compiles
+            if got != want:
+                self.damaged(name, directory, f"{file_name} does not match its hash")
+                return False
+        if unrecorded:
+            _remove(unrecorded)
+            return False
+        return True
+
+    def record(self, name, directory, source_hash):
+        """Write module ``name``'s manifest: the hash of its source and those of Numba's
+        files in ``directory`` now. Then keep the directory within its size limit."""
+        with self.lock:
+            files = {}
+            for file_name, path in (self.numba_files(name, directory) if directory else ()):
+                try:
+                    files[file_name] = _file_hash(path)
+                except FileNotFoundError:
+                    pass
+            self.write(self.manifest_path(name), _manifest_bytes(source_hash, files))
+        self.evict(keep=name)
+
+    def damaged(self, name, directory, why):
+        """Remove entry ``name``'s manifest and Numba's files, with one warning."""
+        _warn_once(("damaged", self.root, name), (
+            f"jittape: the disk cache entry {self.module_path(name)} is corrupt ({why}); "
+            "it is removed and compiled again"))
+        paths = [path for _, path in self.numba_files(name, directory or self.pycache)]
+        _remove(paths + [self.manifest_path(name)])
+
+    def evict(self, keep):
+        """Remove the least recently used entries (all their files) while the directory
+        holds more than ``config.disk_cache_max_bytes``; never the entry ``keep``."""
+        limit = config.disk_cache_max_bytes
+        if limit is None:
+            return
+        entries = {}                      # module name -> [bytes, last use, paths]
+        for directory in (self.root, self.pycache):
+            try:
+                scan = list(os.scandir(directory))
             except OSError:
-                pass
+                continue
+            for item in scan:
+                if not item.name.startswith(_PREFIX):
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                entry = entries.setdefault(item.name.split(".", 1)[0], [0, 0.0, []])
+                entry[0] += st.st_size
+                entry[2].append(item.path)
+                if directory == self.root and not item.name.endswith(".tmp"):
+                    entry[1] = max(entry[1], st.st_mtime)
+        total = sum(entry[0] for entry in entries.values())
+        for name, (size, _, paths) in sorted(entries.items(), key=lambda kv: kv[1][1]):
+            if total <= limit:
+                break
+            if name != keep:
+                _remove(paths)
+                total -= size
 
 
-def _lean_cache_loads(disp):
+class _Guard:
+    """Numba's cache of one generated module, checked: a dispatcher's loads verify its
+    files first, a failed load heals the entry, a save records the files' hashes."""
+
+    def __init__(self, store, name, source):
+        self.store = store
+        self.name = name
+        self.source_hash = hashlib.sha256(source.encode()).hexdigest()
+
+    def install(self, dispatcher, lean):
+        from numba.core.caching import Cache
+        cache = getattr(dispatcher, "_cache", None)
+        if not isinstance(cache, Cache) or getattr(cache, "_jittape_guard", None):
+            return
+        cache._jittape_guard = self
+        load, save = cache.load_overload, cache.save_overload
+        inner = getattr(cache, "_load_overload", None)
+        io_guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+        lean = lean and inner is not None and io_guard is not None
+
+        def load_overload(sig, target_context):
+            directory = cache.cache_path
+            if not self.store.verify(self.name, directory, self.source_hash):
+                return None                # Numba compiles, and saves afresh
+            try:
+                if not lean:
+                    return load(sig, target_context)
+                _start_runtime(target_context)
+                with io_guard():
+                    return inner(sig, target_context)
+                return None                # (the guard swallowed an I/O error)
+            except Exception as err:       # a damaged file: unpickling, LLVM, ...
+                self.store.damaged(self.name, directory,
+                                   f"Numba cannot load it: {type(err).__name__}: {err}")
+                return None
+
+        def save_overload(sig, data):
+            try:
+                # Numba's save reads the index back: checked first, as for a load
+                self.store.verify(self.name, cache.cache_path, self.source_hash)
+                save(sig, data)
+                self.store.record(self.name, cache.cache_path, self.source_hash)
+            except Exception as err:       # the code runs from memory all the same
+                _warn_once(("unwritable", self.store.root),
+                           f"jittape: the disk cache at {self.store.root} cannot be "
+                           f"written ({type(err).__name__}: {err}); compiled code is "
+                           "kept in memory only")
+
+        cache.load_overload = load_overload
+        cache.save_overload = save_overload
+
+
+def _start_runtime(target_context):
     """Numba refreshes its target context before it loads machine code from its cache:
     in a new process that imports and registers every implementation Numba has (NumPy's
     functions, linear algebra, SciPy's BLAS, typed containers, ...), about 0.35 s,
     most of a first call from the disk cache, and none of it needed to run code that is
-    compiled already. This dispatcher's loads start Numba's runtime only (allocation and
-    boxing, which the code calls); a compile, of this dispatcher or any other, refreshes
-    the context in full as it always does. (Numba's cache object is private API: where
-    it is not as expected, loads stay as they are.)"""
+    compiled already. Loads of a module found on disk start Numba's runtime only
+    (allocation and boxing, which the code calls); a compile, of this dispatcher or any
+    other, refreshes the context in full as it always does. (Numba's cache object is
+    private API: where it is not as expected, loads stay as they are.)"""
+    from numba.core.runtime import nrt
+    nrt.rtsys.initialize(target_context)
+
+
+def _lean_cache_loads(disp):
+    """Make ``disp``'s loads from Numba's cache lean (see ``_start_runtime``): for the
+    runtime helpers, cached with the installation (``linkage.External.link``)."""
     cache = getattr(disp, "_cache", None)
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     if load is None or guard is None:
         return
-    from numba.core.runtime import nrt
 
     def load_overload(sig, target_context):
-        nrt.rtsys.initialize(target_context)
+        _start_runtime(target_context)
         with guard():
             return load(sig, target_context)
         return None                        # (the guard swallowed an I/O error)
@@ -171,30 +496,122 @@ def _lean_cache_loads(disp):
     cache.load_overload = load_overload
 
 
+def _unsafe(path):
+    """Why ``path`` is not safe to load from (not the user's, or writable by group or
+    others), or None."""
+    if not hasattr(os, "geteuid"):
+        return None
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.geteuid():
+        return "belongs to another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "can be written by group or others"
+    return None
+
+
+def _manifest_bytes(source_hash, files):
+    """A manifest: a JSON body, then a line with its own sha256 (so that any damage to
+    the manifest shows, not only damage that breaks the JSON)."""
+    body = json.dumps({"module": source_hash, "numba": files}, indent=0, sort_keys=True)
+    return (body + "\n" + hashlib.sha256(body.encode()).hexdigest() + "\n").encode()
+
+
+def _read_manifest(path):
+    """A manifest's contents; ValueError if it is damaged."""
+    with open(path, "rb") as f:
+        text = f.read().decode()
+    body, _, check = text.rstrip("\n").rpartition("\n")
+    if hashlib.sha256(body.encode()).hexdigest() != check:
+        raise ValueError("its checksum does not match")
+    manifest = json.loads(body)
+    if not isinstance(manifest, dict):
+        raise ValueError("not a manifest")
+    return manifest
+
+
+def _file_hash(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _touch(path):
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _remove(paths):
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def _remove_scratch(path, pid):
+    if os.getpid() == pid:                 # not from a forked child: the parent's own
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _warn_once(what, message):
+    if what in _WARNED:
+        return
+    _WARNED.add(what)
+    # attributed to the first frame outside jittape and Numba: the user's call
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and _internal(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level if frame is not None else 2)
+
+
+_INTERNAL_DIRS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (
+    os.path.dirname(os.path.abspath(__file__)), numba.__file__))
+
+
+def _internal(filename):
+    return filename.startswith("<jittape") or os.path.abspath(filename).startswith(_INTERNAL_DIRS)
+
+
+# -- the first call ------------------------------------------------------------------------
+
 def first_call(built, args):
-    """Call a fresh dispatcher; on a broken Numba cache entry, drop it and compile again.
+    """A compiled function's first call of its kernel: compiles or loads it if this is
+    the kernel's first call in the process (once, whatever the threads), then makes it
+    compile nothing more (other argument types are other signatures).
 
-    Returns (result, compiled): whether Numba compiled (False: loaded from its cache).
+    Returns (result, compiled): whether this call compiled (False: loaded from the
+    disk cache, or the kernel had run already). An exception of the kernel's own (an
+    ``IndexError`` of the user's program) propagates as it is: failures of the disk
+    cache are dealt with where they happen, in its loads.
     """
-    disp = built.dispatcher
+    kernel = built.kernel
+    if kernel.called:
+        return call_shared(kernel.dispatcher, args), False
+    with kernel.lock:
+        if kernel.called:                  # another thread's first call ran meanwhile
+            return call_shared(kernel.dispatcher, args), False
+        disp = kernel.dispatcher
+        result = disp(*args)
+        if hasattr(disp, "disable_compile"):
+            disp.disable_compile()
+            stats = getattr(disp, "stats", None)
+            compiled = not (stats and sum(stats.cache_hits.values()))
+        else:                              # a CUDA driver: its kernels cache themselves
+            compiled = not kernel.from_disk
+        kernel.called = True
+    return result, compiled
+
+
+def call_shared(disp, args):
+    """Call a dispatcher whose compiling is disabled; a new memory layout of the
+    arguments (non-contiguous arrays) compiles a specialization."""
     try:
-        if built.from_disk:
-            _lean_cache_loads(disp)
-        result = disp(*args)
-    except Exception as err:
-        if not _is_cache_failure(err) or not hasattr(disp, "targetoptions"):
-            raise                          # (a CUDA driver: its kernels cache themselves)
-        warnings.warn(f"jittape: Numba's cache for {built.path} is corrupt ({err}); "
-                      "compiling again", RuntimeWarning, stacklevel=4)
-        _drop_numba_cache(os.path.dirname(built.path),
-                          os.path.splitext(os.path.basename(built.path))[0])
-        disp = built.dispatcher = numba.njit(cache=False, **disp.targetoptions)(disp.py_func)
-        result = disp(*args)
-    stats = getattr(disp, "stats", None)
-    loaded = bool(stats and sum(stats.cache_hits.values()))
-    return result, not loaded
-
-
-def _is_cache_failure(err):
-    text = f"{type(err).__name__}: {err}"
-    return any(word in text for word in ("pickle", "Pickle", "EOFError", "cache", "index"))
+        return disp(*args)
+    except TypeError:
+        if not hasattr(disp, "disable_compile"):
+            raise
+        with LAYOUT_LOCK:
+            disp.disable_compile(False)
+            try:
+                return disp(*args)
+            finally:
+                disp.disable_compile()
