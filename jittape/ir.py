@@ -159,12 +159,53 @@ def eval_expr(expr, shape_of):
 
 
 def failed_check(graph, shape_of):
-    """The message of the first size check of ``graph`` that the inputs' shapes
+    """The message of the first size equality of ``graph`` that the inputs' shapes
     (``shape_of(k)``) fail, or None."""
-    for (a, b), message in graph.checks.items():
-        if eval_expr(a, shape_of) != eval_expr(b, shape_of):
+    for key, message in graph.checks.items():
+        if not is_bound(key) and eval_expr(key[0], shape_of) != eval_expr(key[1], shape_of):
             return message
     return None
+
+
+# Size inequalities. Besides equalities (``(a, b)`` in ``Graph.checks``), a graph holds
+# inequalities its ops need of run-time sizes: an int index below its axis's size, a
+# reduction without identity over a non-empty axis. Their key is ``(kind, lo, hi)``
+# (``kind`` "<" or "<=", ``lo`` and ``hi`` size expressions) and their value
+# ``(error, template)``: the builtin error's name ("IndexError", "ValueError") and the
+# message; an IndexError's (``errors.OutOfRange``) has ``{0}`` and ``{1}`` for the values
+# of ``lo`` and ``hi`` in the failing call, a ValueError's is the message as it is. The
+# kernel tests them on entry, each with its own raise.
+
+BOUND_KINDS = ("<", "<=")
+
+
+def is_bound(key):
+    return len(key) == 3 and key[0] in BOUND_KINDS
+
+
+def holds(kind, lo, hi):
+    return lo < hi if kind == "<" else lo <= hi
+
+
+def require_bound(kind, lo, hi, error, template):
+    """Sizes ``lo`` and ``hi`` (ints or Dims) must satisfy ``lo < hi`` (``kind`` "<") or
+    ``lo <= hi`` ("<=") in every call. While tracing, a relation between sizes that may
+    change becomes a check of the kernel's entry; ``template`` (with the user's line
+    appended here) is the message, ``{0}``/``{1}`` the values of ``lo``/``hi``. Returns
+    whether it holds now: the caller raises the eager error if not."""
+    ok = holds(kind, int(lo), int(hi))
+    if not ok or (is_static(lo) and is_static(hi)):
+        return ok
+    from .tape import current_trace
+    trace = current_trace()
+    if trace is not None:
+        from .errors import user_frame
+        where = trace.where or user_frame()
+        if where and error == "IndexError":         # (a template: braces are placeholders)
+            where = where.replace("{", "{{").replace("}", "}}")
+        message = template + (f" (at {where})" if where else "")
+        trace.checks.setdefault((kind, expr_of(lo), expr_of(hi)), (error, message))
+    return ok
 
 
 def shape_text(shape):
@@ -270,7 +311,8 @@ class Graph:
     parallel = False
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
-        self.checks = dict(checks or {})      # (size expr, size expr) -> error message
+        self.checks = dict(checks or {})      # (size expr, size expr) -> error message;
+        # (kind, size expr, size expr) -> (error, template): inequalities (see is_bound)
         self.exact_sizes = exact_sizes        # valid for the traced sizes only
         self.inputs = list(inputs)
         self.consts = list(consts)
@@ -284,8 +326,9 @@ class Graph:
         if self.exact_sizes:
             lines.append("  # valid for the sizes it was traced with only: "
                          + ", ".join(str(tuple(int(d) for d in v.shape)) for v in self.inputs))
-        for (a, b), message in self.checks.items():
-            lines.append(f"  check {render_expr(a, _input_ref)} == {render_expr(b, _input_ref)}")
+        for key in self.checks:
+            a, op, b = (key[1], key[0], key[2]) if is_bound(key) else (key[0], "==", key[1])
+            lines.append(f"  check {render_expr(a, _input_ref)} {op} {render_expr(b, _input_ref)}")
         for c in self.consts:
             digest = _const_digest(c.value)
             lines.append(f"  {c.var!r}: {c.var.type_text()} = const #{digest}")

@@ -26,7 +26,7 @@ Do not edit: this file is regenerated from the graph (see f.lower(...).graph).
 import numba
 import numpy as np
 
-from jittape.errors import NumericsError, SignatureMismatch, SizeMismatch  # noqa: F401
+from jittape.errors import NumericsError, OutOfRange, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, dot, empty, fill, full, link, matmul2d, reshape, scratch,
     slice_length, slice_start, slice_step, zeros,
@@ -55,7 +55,10 @@ class Context:
         # literal sizes the kernel checks equal to an input's size on entry (passes/sizes:
         # the 10 of a one-hot constant against the classes of a bias)
         self.checked = {}
-        for a, b in graph.checks:
+        for key in graph.checks:
+            if ir.is_bound(key):
+                continue
+            a, b = key
             for literal, other in ((a, b), (b, a)):
                 if isinstance(literal, int) and not isinstance(other, int):
                     self.checked.setdefault(literal, other)
@@ -230,14 +233,29 @@ def _pairs(helper, pairs):
 def _size_checks(graph):
     """The sizes the ops need equal (broadcasting, matrix products), all checked in one
     condition with one raise (see _signature_checks). The message lists every check; a
-    compiled function (jit.py) finds the one that failed."""
-    if not graph.checks:
-        return []
-    pairs = [(names.expr_code(a), names.expr_code(b)) for a, b in graph.checks]
-    messages = list(graph.checks.values())
-    message = (messages[0] if len(messages) == 1 else
-               "sizes that must be equal differ in this call; one of: " + "; ".join(messages))
-    return [f"if {_pairs('any_differ', pairs)}:", f"    raise SizeMismatch({message!r})"]
+    compiled function (jit.py) finds the one that failed. Then the inequalities (ir.is_bound:
+    int indices, reductions without identity), each with its own raise and message: an
+    error of the user's program, raised as it is (not a signature to compile again)."""
+    equal = [key for key in graph.checks if not ir.is_bound(key)]
+    lines = []
+    if equal:
+        pairs = [(names.expr_code(a), names.expr_code(b)) for a, b in equal]
+        messages = [graph.checks[key] for key in equal]
+        message = (messages[0] if len(messages) == 1 else
+                   "sizes that must be equal differ in this call; one of: " + "; ".join(messages))
+        lines += [f"if {_pairs('any_differ', pairs)}:", f"    raise SizeMismatch({message!r})"]
+    for key in graph.checks:
+        if not ir.is_bound(key):
+            continue
+        kind, lo, hi = key
+        error, template = graph.checks[key]
+        lo, hi = names.expr_code(lo), names.expr_code(hi)
+        lines.append(f"if not {lo} {kind} {hi}:")
+        if error == "IndexError":
+            lines.append(f"    raise OutOfRange({template!r}, {lo}, {hi})")
+        else:                          # (a message without values: no placeholders)
+            lines.append(f"    raise ValueError({template!r})")
+    return lines
 
 
 def _reads(nodes):

@@ -51,18 +51,19 @@ import numba
 import numpy as np
 from numba import cuda
 
-from jittape.errors import SignatureMismatch, SizeMismatch  # noqa: F401
+from jittape.errors import OutOfRange, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, slice_length, slice_start, slice_step,
 )
 from jittape.codegen.cuda_runtime import (  # noqa: F401
-    MAX_BLOCKS, THREADS, Buffers, blocks, copy_row, fill, is_device_array, matmul2d, onehot,
-    relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64, sign, simulator,
-    softplus_f32, softplus_f64, stage, to_host,
+    MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, fill, is_device_array, matmul2d,
+    onehot, relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64, sign,
+    simulator, softplus_f32, softplus_f64, stage, to_host,
 )
 
 _CACHE = not simulator()           # Numba keeps the kernels' machine code on disk
 BUFFERS = Buffers()
+ERRORS = Errors()
 
 '''
 
@@ -90,6 +91,18 @@ class CudaContext(Context):
         self.device_scalars = set()      # ids of rank-0 values held in one-element arrays
         self.buffer = buffer             # buffer(var) -> the driver line taking its buffer
         self.kernels = kernels           # the module's kernels (source), in order
+        self.errors = []                 # templates of the errors kernels record (index_error)
+
+    def index_error(self, template, index, size):
+        """Kernel lines recording an index out of range in the module's error flag
+        (``cuda_runtime.Errors``: which check, the index, the size), for the driver to
+        raise ``errors.OutOfRange(template, index, size)`` after its launches."""
+        self.errors.append(template)
+        return [f"{FLAG}[1] = {index}", f"{FLAG}[2] = {size}", f"{FLAG}[0] = {len(self.errors)}"]
+
+    def error_names(self):
+        """The driver names a kernel that records errors takes."""
+        return [FLAG] if self.errors else []
 
     def scalar_on_device(self, v):
         return isinstance(v, Var) and v.id in self.device_scalars
@@ -182,7 +195,16 @@ def generate(graph, name, version):
     array_consts = [c for c in graph.consts if c.value.ndim > 0]
     params = args + [names.const_name(c.var) for c in array_consts]
     driver += names.input_sizes(graph) + _signature_checks(graph)
-    for (a, b), message in graph.checks.items():     # (Python: each checked on its own)
+    for key, message in graph.checks.items():     # (Python: each checked on its own)
+        if ir.is_bound(key):                       # an inequality (an int index, ...)
+            kind, lo, hi = key
+            error, template = message
+            lo, hi = names.expr_code(lo), names.expr_code(hi)
+            driver.append(f"if not {lo} {kind} {hi}:")
+            driver.append(f"    raise OutOfRange({template!r}, {lo}, {hi})" if error == "IndexError"
+                          else f"    raise ValueError({template!r})")
+            continue
+        a, b = key
         driver.append(f"if {names.expr_code(a)} != {names.expr_code(b)}:")
         driver.append(f"    raise SizeMismatch({message!r})")
     arrays = [k for k, v in enumerate(graph.inputs) if v.ndim > 0]
@@ -253,11 +275,14 @@ def generate(graph, name, version):
             outs.append(f"{names.dtype_code(v.dtype)}({ctx.name(v)})")
         else:                          # a view: copied (into a pooled array on the device)
             outs.append(f"to_host({ctx.name(v)}, on_device, BUFFERS, {-1 - len(outs)})")
+    if ctx.errors:         # what the kernels found: read once, after every launch
+        driver.append(f"ERRORS.check(({''.join(f'{t!r}, ' for t in ctx.errors)}))")
     driver.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     spec_items = ", ".join(f"({shape}, {names.dtype_code(dt)})" for shape, dt in specs)
     driver[specs_line] = ("B = BUFFERS.by_sizes.get(sizes)\n"
                           "if B is None:                   # the first call with these sizes\n"
-                          f"    B = BUFFERS.get(sizes, [{spec_items}])")
+                          f"    B = BUFFERS.get(sizes, [{spec_items}])"
+                          + (f"\n{FLAG} = ERRORS.flag()" if ctx.errors else ""))
     lines = [f"def driver({', '.join(params)}):"]
     lines += ["    " + line for block in driver for line in block.split("\n")]
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
@@ -266,8 +291,10 @@ def generate(graph, name, version):
     return source, "driver"
 
 
+FLAG = "flag0"            # the driver's name for the error flag (cuda_runtime.Errors)
+
 # values that take their source's memory (device arrays reshape as views) or are scalars
-VIEWS = ("reshape", "sum", "max", "min", "prod")
+VIEWS = ("reshape", "sum", "max", "min", "prod", "check_labels")
 
 
 def _split_index(flat, sizes, axes, indent, rest_prefix="r"):
@@ -394,7 +421,8 @@ def _group_kernel(ctx, group, kname, buffer):
             body.append(f"{indent}acc = {step}")
             body.append("    " + store)
             total = " * ".join(sizes[a] for a in kept) or "1"
-            reduced_total = " * ".join(sizes[a] for a in sorted(reduced))
+            # a reduction over no axes (axis=()) combines one element per output: m is 1
+            reduced_total = " * ".join(sizes[a] for a in sorted(reduced)) or "1"
     params += list(dims.values())
     source = comment + ["@cuda.jit(cache=_CACHE)", f"def {kname}({', '.join(params)}):"]
     source += ["    " + line for line in body]

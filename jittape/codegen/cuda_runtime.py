@@ -124,6 +124,29 @@ class Buffers:
         return found
 
 
+class Errors:
+    """The error flag of one generated module: a device array that a kernel finding an
+    index out of range writes (which check, counted from 1; the index; the size) into.
+    The driver reads it once per call, after its last launch (one small copy, where a
+    check after each launch would wait for the GPU each time), and raises the first
+    check's error; the flag is cleared for the next call."""
+
+    def __init__(self):
+        self.array = None
+
+    def flag(self):
+        if self.array is None:
+            self.array = cuda.to_device(np.zeros(3, np.int64))
+        return self.array
+
+    def check(self, templates):
+        found = self.array.copy_to_host()
+        if found[0]:
+            from ..errors import OutOfRange
+            self.array.copy_to_device(np.zeros(3, np.int64))
+            raise OutOfRange(templates[int(found[0]) - 1], int(found[1]), int(found[2]))
+
+
 def stage(x, buf):
     """A host array copied into its staging buffer (device arrays are used as they are)."""
     if is_device_array(x):

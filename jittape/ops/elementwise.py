@@ -114,7 +114,11 @@ def _power_vjp_x(g, out, x, y):
     # strongly typed int64 tensor and widen a float32 cotangent.
     if isinstance(y, Tensor):
         return unbroadcast(multiply(g, multiply(y, power(x, subtract(y, 1)))), x.shape)
-    slope = x if y == 2 else power(x, y - 1)
+    # (a NumPy exponent may hold many elements: no truth value; y - 1 is NumPy's)
+    if np.ndim(y) == 0 and y == 2:
+        slope = x
+    else:
+        slope = power(x, np.subtract(y, 1) if np.ndim(y) else y - 1)
     return unbroadcast(multiply(g, multiply(slope, y)), x.shape)
 
 

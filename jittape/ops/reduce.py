@@ -7,6 +7,8 @@ TensorFlow alias ``reduce_mean`` keeps an integer dtype, as TensorFlow does.
 
 import numpy as np
 
+from .. import ir
+from ..errors import ShapeError, at_user_line
 from . import elementwise as _ew
 from . import shape as _shape
 from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, shape_of
@@ -29,8 +31,33 @@ def _reduce_abstract(name):
     def abstract(x, axis, keepdims):
         shape = shape_of(x)
         normalize_axes(name, axis, len(shape))
+        if name in _NO_IDENTITY:
+            _require_nonempty(name, shape, axis)
         return Aval(_reduced_shape(shape, axis, keepdims), x.dtype)
     return abstract
+
+
+_NO_IDENTITY = {"max": "maximum", "min": "minimum"}
+
+
+def _require_nonempty(name, shape, axis):
+    """A reduction without identity (max, min) of an empty axis raises ValueError as
+    NumPy's does, unless the result is empty too (NumPy's rule: the kept axes hold no
+    element). Sizes known only at run time make it a check of the kernel's entry:
+    ``kept <= kept * reduced`` holds exactly when ``reduced >= 1`` or ``kept == 0``."""
+    import math
+    reduced = math.prod([shape[a] for a in axis])
+    kept = math.prod([d for a, d in enumerate(shape) if a not in axis])
+    message = (f"{name}: zero-size array to reduction operation {_NO_IDENTITY[name]} which "
+               f"has no identity (shape {tuple(int(d) for d in shape)}, axis {axis})")
+    if int(reduced) == 0 and int(kept) != 0:
+        raise ShapeError(at_user_line(message))
+    if not any(isinstance(shape[a], ir.Dim) for a in axis):
+        return                               # a reduced size that cannot change
+    if not isinstance(kept, ir.Dim):
+        kept = 1                             # (a constant number of results, not 0)
+    ir.require_bound("<=", kept, kept * reduced, "ValueError",
+                     message.replace(f"shape {tuple(int(d) for d in shape)}, ", ""))
 
 
 def _keepdims_shape(x, axis):
@@ -78,10 +105,25 @@ def _prod_impl(x, axis, keepdims):
 
 
 def _prod_vjp(g, out, x, axis, keepdims):
-    # d prod / d x_i = prod / x_i (inputs with zeros give inf/nan, as in TensorFlow's fast path)
-    g = expand_reduced(g, x, axis, keepdims)
-    out = expand_reduced(out, x, axis, keepdims)
-    return _ew.divide(_ew.multiply(g, out), x)
+    # d prod / d x_i is the product of the other elements; prod / x_i is that only where
+    # no element is zero. Each x_j = a_j * b_j with a = x where x != 0 (else 1) and b = x
+    # where x == 0 (else 1), so the product of the others is (A / a_i) * (b's others),
+    # A = prod(a) (no zero: the division is safe). b's others are B = prod(b) for a nonzero
+    # x_i, and for a zero x_i the product of the other zeros: 1 with no other zero, the
+    # other zero itself (S - x_i, S the sum of the zeros) with one, 0 with more. Written
+    # with the zeros' values in them, the rule's own derivatives (second derivatives) are
+    # right too (third and higher are, but at points with three or more zeros).
+    zero = _ew.equal(x, 0)
+    a = _ew.where(zero, 1, x)
+    b = _ew.where(zero, x, 1)
+    A = _prod.bind(a, axis=axis, keepdims=True)
+    B = _prod.bind(b, axis=axis, keepdims=True)
+    count = _sum.bind(_ew.cast(zero, x.dtype), axis=axis, keepdims=True)
+    S = _sum.bind(_ew.where(zero, x, 0), axis=axis, keepdims=True)
+    other_zeros = _ew.where(_ew.equal(count, 1), 1,
+                            _ew.where(_ew.equal(count, 2), _ew.subtract(S, x), 0))
+    others = _ew.multiply(_ew.divide(A, a), _ew.where(zero, other_zeros, B))
+    return _ew.multiply(expand_reduced(g, x, axis, keepdims), others)
 
 
 _prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp],
@@ -116,6 +158,10 @@ def prod(x, axis=None, keepdims=False):
 def count(x, axis):
     """The number of elements a reduction over ``axis`` combines."""
     shape = np.shape(x) if not hasattr(x, "shape") else x.shape
+    if not shape and isinstance(axis, (int, np.integer)):
+        # NumPy's mean checks each axis against the rank before it counts: unlike its
+        # sum, max, min and prod it rejects axis 0 and -1 on a 0-d value
+        raise ShapeError(at_user_line(f"mean: axis {int(axis)} is out of bounds for rank 0"))
     n = 1
     for a in normalize_axes("mean", axis, len(shape)):
         n *= shape[a]
@@ -126,13 +172,15 @@ def count(x, axis):
                      ex(())], numpy=(np.mean,))
 def mean(x, axis=None, keepdims=False):
     """Arithmetic mean (NumPy's: integer inputs give float64)."""
-    return _ew.divide(sum(x, axis, keepdims), count(x, axis))
+    n = count(x, axis)
+    return _ew.divide(sum(x, axis, keepdims), n)
 
 
 def reduce_mean(x, axis=None, keepdims=False):
     """TensorFlow's mean: like ``mean``, but integer inputs keep their dtype (floor division)."""
     if np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind in "iu":
-        return _ew.floor_divide(sum(x, axis, keepdims), count(x, axis))
+        n = count(x, axis)
+        return _ew.floor_divide(sum(x, axis, keepdims), n)
     return mean(x, axis, keepdims)
 
 
@@ -140,13 +188,13 @@ def reduce_mean(x, axis=None, keepdims=False):
                      ex((4,), axis=-1), ex((2, 1, 3), axis=(0, 2))], domain=(-3.0, 3.0))
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) computed stably (no overflow for large x)."""
+    axis = normalize_axes("logsumexp", axis, _ndim(x))     # so a bad axis names logsumexp
     m = _ew.stop_gradient(max(x, axis, keepdims=True))
     m = _ew.where(_ew.isfinite(m), m, 0)
     s = sum(_ew.exp(_ew.subtract(x, m)), axis, keepdims=True)
     out = _ew.add(_ew.log(s), m)
     if not keepdims:
-        out = _shape.reshape(out, _reduced_shape(out.shape, normalize_axes("logsumexp", axis, _ndim(x)),
-                                                 False))
+        out = _shape.reshape(out, _reduced_shape(out.shape, axis, False))
     return out
 
 

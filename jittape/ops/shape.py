@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from .. import ir
-from ..errors import ShapeError, UnsupportedError, at_user_line
+from ..errors import OutOfRange, ShapeError, UnsupportedError, at_user_line
 from ..tensor import Tensor
 from . import elementwise as _ew
 from .core import (Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch,
@@ -322,8 +322,40 @@ def _getitem_abstract(x, *arrays, index):
     try:
         result = probe[build_index(index, dummies)]
     except IndexError as err:
-        raise ShapeError(at_user_line(f"getitem: {err} (tensor of shape {shape})")) from None
+        raise OutOfRange(at_user_line(f"getitem: {err} (tensor of shape {shape})")) from None
+    _require_int_bounds(shape, index)
     return Aval(_symbolic_index_shape(shape, arrays, index, result.shape), x.dtype)
+
+
+def _require_int_bounds(shape, index):
+    """An int index into an axis whose size is known only at run time (or an index that
+    is itself such a size) must be in range in every call, not only in the one traced:
+    an inequality the kernel checks on entry (``ir.require_bound``). Slices need none:
+    their bounds clamp, as NumPy's do."""
+    consumed = sum(1 for item in index if item[0] in ("slice", "int", "array"))
+    axis = 0
+    for item in index:
+        kind = item[0]
+        if kind == "ellipsis":
+            axis += len(shape) - consumed
+            continue
+        if kind == "new":
+            continue
+        if kind == "int" and axis < len(shape):
+            i, n = item[1], shape[axis]
+            if isinstance(i, ir.Dim) or isinstance(n, ir.Dim):
+                text = f"index {i}" if not isinstance(i, ir.Dim) else "index {0}"
+                if int(i) >= 0:
+                    ir.require_bound("<", i, n, "IndexError",
+                                     f"getitem: {text} is out of bounds for axis {axis} with "
+                                     "size {1}")
+                else:
+                    if isinstance(i, ir.Dim):
+                        text = "index -{0}"
+                    ir.require_bound("<=", -i, n, "IndexError",
+                                     f"getitem: {text} is out of bounds for axis {axis} with "
+                                     "size {1}")
+        axis += 1
 
 
 def _symbolic_index_shape(shape, arrays, index, concrete):
@@ -495,10 +527,16 @@ def _lower_concatenate(ctx, node):
 
 
 def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
-    """(lines before the loops, the source index in terms of the output loop indices).
+    """(lines before the loops, reads of index arrays, the source index in terms of the
+    output loop indices).
 
     The loops run over the result of ``src[index]`` (indices ``i0, i1, ...``); the
-    returned index picks the element of ``src`` that lands there.
+    returned index picks the element of ``src`` that lands there. Each read of an index
+    array is ``(depth, name, source, size, template)``: it goes in the loop nest after
+    the loops over the first ``depth`` axes (the deepest one its own index uses, so an
+    index broadcast along inner axes is read and checked once per row), and it must lie
+    in ``[-size, size)`` (a negative index counts from the end); ``template`` is the
+    message of ``errors.OutOfRange`` for one that does not.
     """
     spec = node.params["index"]
     consumed = sum(1 for item in spec if item[0] in ("slice", "int", "array"))
@@ -514,11 +552,13 @@ def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
                 (arrays and item[0] == "int")]
     adjacent = bool(advanced) and advanced == list(range(advanced[0], advanced[-1] + 1))
     adv_rank = max((a.ndim for a in arrays), default=0)
-    pre, index = [], []
+    before, reads, index = [], [], []
     out_axis = adv_rank if (advanced and not adjacent) else 0
     adv_first = 0 if (advanced and not adjacent) else None
     axis = 0
     placed = False
+    where = f" (at {node.where})" if node.where else ""
+    where = where.replace("{", "{{").replace("}", "}}")
     for k, item in enumerate(items):
         kind = item[0]
         if kind == "new":
@@ -530,16 +570,21 @@ def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
                 adv_first = out_axis if adv_first is None else adv_first
                 out_axis += adv_rank if adjacent else 0
                 placed = True
-            if kind == "int":
+            if kind == "int":             # (in range: checked on entry, ir.require_bound)
                 value = ctx.size(item[1])
                 index.append(f"({value} if {value} >= 0 else {n} + {value})")
             else:
                 a = arrays[item[1]]
                 lead = adv_rank - a.ndim
+                used = [adv_first + lead + j for j, d in enumerate(a.shape)
+                        if not (d == 1 and not hasattr(d, "expr"))]
                 sub = [("0" if (d == 1 and not hasattr(d, "expr")) else f"i{adv_first + lead + j}")
                        for j, d in enumerate(a.shape)]
                 t = ctx.tmp("ix")
-                pre.append((t, f"{ctx.name(a)}[{', '.join(sub)}]" if a.ndim else ctx.name(a), n))
+                source = f"{ctx.name(a)}[{', '.join(sub)}]" if a.ndim else ctx.name(a)
+                template = (f"getitem: index {{0}} is out of bounds for axis {axis} with size "
+                            f"{{1}}{where}")
+                reads.append((max(used, default=-1) + 1, t, source, n, template))
                 index.append(t)
         elif kind == "int":
             value = ctx.size(item[1])
@@ -547,21 +592,40 @@ def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
         else:
             start, stop, step = (ctx.size(v) if v is not None else "None" for v in item[1:])
             s0, s1 = ctx.tmp("start"), ctx.tmp("step")
-            pre.append((None, f"{s0} = slice_start({n}, {start}, {stop}, {step})", None))
-            pre.append((None, f"{s1} = slice_step({n}, {start}, {stop}, {step})", None))
+            before.append(f"{s0} = slice_start({n}, {start}, {stop}, {step})")
+            before.append(f"{s1} = slice_step({n}, {start}, {stop}, {step})")
             index.append(f"{s0} + {s1} * i{out_axis}")
             out_axis += 1
         axis += 1
-    before = [code for t, code, _ in pre if t is None]
-    inside = []
-    for t, code, n in pre:
-        if t is not None:
-            inside.append(f"{t} = {code}")
-            inside.append(f"if {t} < 0:")
-            inside.append(f"    {t} += {n}")
-            inside.append(f"if {t} < 0 or {t} >= {n}:")
-            inside.append("    raise IndexError('getitem: index out of bounds')")
-    return before, inside, ", ".join(index)
+    return before, reads, ", ".join(index)
+
+
+def _checked_read(t, source, n, on_error):
+    """Lines reading index ``t`` from ``source`` and wrapping a negative one; one out of
+    ``[-n, n)`` runs ``on_error`` (lines). The usual case costs one unsigned-style test."""
+    return [f"{t} = {source}",
+            f"if {t} < 0 or {t} >= {n}:",
+            f"    if {t} < -{n} or {t} >= {n}:"] + ["        " + line for line in on_error] + [
+            f"    {t} += {n}"]
+
+
+def _nest(sizes, reads, body, read_lines):
+    """The loop nest over ``sizes`` (sources) with each index read placed after the loops
+    over its first ``depth`` axes, and ``body`` (lines) innermost."""
+    lines = []
+    for depth in range(len(sizes) + 1):
+        pad = "    " * depth
+        for d, t, source, n, template in reads:
+            if min(d, len(sizes)) == depth:
+                lines += [pad + line for line in read_lines(t, source, n, template)]
+        if depth < len(sizes):
+            lines.append(f"{pad}for i{depth} in range({sizes[depth]}):")
+    pad = "    " * len(sizes)
+    return lines + [pad + line for line in body]
+
+
+def _cpu_read(t, source, n, template):
+    return _checked_read(t, source, n, [f"raise OutOfRange({template!r}, {t}, {n})"])
 
 
 def _loops(shape_code_items):
@@ -577,31 +641,27 @@ def _lower_getitem(ctx, node):
     o, xn = ctx.name(out), ctx.name(x)
     if x.ndim == 0:
         return ctx.full(o, out.shape, xn, out.dtype) if out.ndim else [f"{o} = {xn}"]
-    before, inside, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
+    before, reads, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
     lines = list(before)
     if out.ndim == 0:
-        return lines + inside + [f"{o} = {xn}[{index}]"]
+        return lines + _nest([], reads, [f"{o} = {xn}[{index}]"], _cpu_read)
     lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
-    loops, pad = _loops([ctx.size(d) for d in out.shape])
-    lines += loops + [pad + line for line in inside]
-    lines.append(f"{pad}{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]")
-    return lines
+    body = [f"{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]"]
+    return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_read)
 
 
 def _lower_index_add(ctx, node):
     g, arrays = node.inputs[0], node.inputs[1:]
     out = node.out
     o, gn = ctx.name(out), ctx.name(g)
+    if out.ndim == 0:       # a 0-d x indexed by new axes only: g has one element
+        return [f"{o} = {gn}[{', '.join(['0'] * g.ndim)}]" if g.ndim else f"{o} = {gn}"]
     lines = [f"{o} = zeros({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
-    if out.ndim == 0:
-        return [f"{o} = {gn}"]
-    before, inside, index = _index_code(ctx, node, out.ndim, o, arrays, g.ndim)
+    before, reads, index = _index_code(ctx, node, out.ndim, o, arrays, g.ndim)
     lines += before
-    loops, pad = _loops([f"{gn}.shape[{k}]" for k in range(g.ndim)])
-    lines += loops + [pad + line for line in inside]
     src = f"{gn}[{', '.join(f'i{k}' for k in range(g.ndim))}]" if g.ndim else gn
-    lines.append(f"{pad}{o}[{index}] += {src}")
-    return lines
+    body = [f"{o}[{index}] += {src}"]
+    return lines + _nest([f"{gn}.shape[{k}]" for k in range(g.ndim)], reads, body, _cpu_read)
 
 
 # -- CUDA lowerings: ``ctx`` is codegen.cuda.CudaContext (device arrays, one-element
@@ -633,11 +693,15 @@ def _cuda_transpose(ctx, node):
 
 
 def _cuda_index_parts(ctx, node, src_ndim, src_name, arrays, loop_rank):
-    """``_index_code`` for a kernel: the negative-index wrap stays, the bounds check goes
-    (a kernel cannot raise; the CPU target checks)."""
-    before, inside, index = _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank)
-    inside = [line for line in inside if "raise" not in line and " or " not in line]
-    return before, [line.split(" = ")[0] for line in before], inside, index
+    """``_index_code`` for a kernel of one thread per element: (driver lines, the names
+    they define, the kernel's reads of index arrays, the index). A kernel cannot raise:
+    an index out of range is written to the module's error flag (``ctx.index_error``),
+    which the driver reads once per call, and the thread skips its element."""
+    before, reads, index = _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank)
+    inside = []
+    for _, t, source, n, template in reads:
+        inside += _checked_read(t, source, n, ctx.index_error(template, t, n) + ["continue"])
+    return before, [line.split(" = ")[0] for line in before] + ctx.error_names(), inside, index
 
 
 def _cuda_getitem(ctx, node):
@@ -645,9 +709,11 @@ def _cuda_getitem(ctx, node):
     out = node.out
     o, xn = ctx.name(out), ctx.name(x)
     lines = [ctx.buffer(out)]
-    if x.ndim == 0:
-        value = f"{xn}.copy_to_host()[0]" if ctx.scalar_on_device(x) else xn
-        return lines + [f"fill({o}, {value})"]
+    if x.ndim == 0:                    # new axes on a scalar
+        if ctx.scalar_on_device(x):    # (a kernel: a copy to the host would wait for the GPU)
+            target = f"{o}[{', '.join(['0'] * out.ndim) or '0'}]"
+            return lines + ctx.per_element([], [f"{target} = {xn}[0]"], node)
+        return lines + [f"fill({o}, {xn})"]
     before, temps, inside, index = _cuda_index_parts(ctx, node, x.ndim, xn, arrays, out.ndim)
     target = f"{o}[{', '.join(f'i{a}' for a in range(out.ndim)) or '0'}]"
     shape = [f"{o}.shape[{a}]" for a in range(out.ndim)]
@@ -659,9 +725,13 @@ def _cuda_index_add(ctx, node):
     g, arrays = node.inputs[0], node.inputs[1:]
     out = node.out
     o, gn = ctx.name(out), ctx.name(g)
+    if out.ndim == 0:       # a 0-d x indexed by new axes only: g has one element
+        if g.ndim:          # (copied: a view of g would outlive g's buffer)
+            return [ctx.buffer(out)] + ctx.per_element(
+                [], [f"{o}[0] = {gn}[{', '.join(['0'] * g.ndim)}]"], node)
+        ctx.alias(out, g)
+        return [f"{o} = {gn}"]
     lines = [ctx.buffer(out), f"fill({o}, 0)"]
-    if out.ndim == 0:
-        return lines + [f"{o} = {gn}"]
     before, temps, inside, index = _cuda_index_parts(ctx, node, out.ndim, o, arrays, g.ndim)
     src = f"{gn}[{', '.join(f'i{a}' for a in range(g.ndim))}]" if g.ndim else ctx.read(g, 0)
     target = index if out.ndim == 1 else f"({index},)"      # CUDA: an int for 1-D arrays

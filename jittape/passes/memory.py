@@ -10,7 +10,7 @@ every view of it are dead; inputs, constants and outputs are never reused.
 from ..ir import Var
 from .fuse import Group, Nest, domain_key, item_nodes
 
-VIEW_OPS = ("reshape", "transpose", "getitem", "identity", "stop_gradient")
+VIEW_OPS = ("reshape", "transpose", "getitem", "identity", "stop_gradient", "check_labels")
 
 
 def materialized(order, shared=()):

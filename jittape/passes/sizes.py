@@ -15,7 +15,7 @@ to be a literal is written as that int, so that loops over it are loops of a kno
 length and domains that are the same at run time are the same to the passes.
 """
 
-from ..ir import Dim, Graph, Node, Var
+from ..ir import Dim, Graph, Node, Var, is_bound
 
 
 def _rank(expr):
@@ -55,7 +55,10 @@ class _Classes:
 def canonical_sizes(graph):
     """The graph with every run-time size written as its class's representative."""
     classes = _Classes()
-    for a, b in graph.checks:
+    for key in graph.checks:
+        if is_bound(key):            # an inequality: nothing to merge
+            continue
+        a, b = key
         if isinstance(a, tuple) or isinstance(b, tuple):
             classes.union(a, b)
     if not classes.parent:
