@@ -7,11 +7,16 @@ NumPy arrays keep their dtype; operations follow NumPy broadcasting and promotio
 where a Python scalar never widens a tensor's dtype.
 """
 
+import ast
 import itertools
+import sys
+import warnings
 
 import numpy as np
 
-from .errors import UnsupportedError, at_user_line
+from . import config as _config
+from .errors import (GradientLostError, GradientLostWarning, UnsupportedError, at_user_line,
+                     call_text, caller_frames)
 
 float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
@@ -27,6 +32,7 @@ bool_ = np.dtype(np.bool_)
 UFUNC_TABLE = {}
 FUNCTION_TABLE = {}
 
+_float64 = float64
 _ids = itertools.count(1)
 _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
@@ -55,8 +61,10 @@ def _holds_numpy(source, dtype):
     return False
 
 
-def to_array(value, dtype=None):
-    """Convert a Python number, nested list, NumPy array or tensor to a NumPy value."""
+def to_array(value, dtype=None, what="jt.constant"):
+    """Convert a Python number, nested list, NumPy array or tensor to a NumPy value.
+
+    ``what`` names the operation in errors (complex values are rejected)."""
     dtype = as_dtype(dtype)
     if isinstance(value, Tensor):
         array = value._value
@@ -64,7 +72,13 @@ def to_array(value, dtype=None):
         array = value
     elif isinstance(value, (list, tuple)):
         if any(isinstance(v, Tensor) for v in value):
-            value = [to_array(v) for v in value]
+            # a list of tensors given to an op or jt.constant loses their gradients (jt.stack
+            # keeps them); a variable's value is cut from the tape on purpose, as in TensorFlow
+            if _ACTIVE_TAPES and not what.startswith(("jt.Variable", "Variable.")):
+                for v in value:
+                    if isinstance(v, Tensor):
+                        _check_conversion(v)
+            value = [to_array(v, what=what) for v in value]
         array = np.asarray(value)
         if dtype is None:
             array = array.astype(_default_dtype(array, value), copy=False)
@@ -77,6 +91,9 @@ def to_array(value, dtype=None):
         if array.dtype == object:
             raise UnsupportedError(at_user_line(
                 f"cannot convert a value of type {type(value).__name__} to a jittape tensor"))
+    # checked before a cast to a real dtype, which would drop the imaginary part
+    if array.dtype.kind == "c" or (dtype is not None and dtype.kind == "c"):
+        raise complex_error(what, array.dtype if array.dtype.kind == "c" else dtype)
     if dtype is not None and array.dtype != dtype:
         array = array.astype(dtype)
     if isinstance(array, np.ndarray) and array.ndim == 0:
@@ -84,14 +101,32 @@ def to_array(value, dtype=None):
     return array
 
 
+def complex_error(what, dtype):
+    """The error for a complex value reaching ``what`` (an op, jt.constant, an argument)."""
+    return UnsupportedError(at_user_line(
+        f"{what}: complex numbers are not supported yet (got dtype {np.dtype(dtype).name}); "
+        "pass the real and imaginary parts as two real arrays. When they are supported, the "
+        "gradient of a real loss with respect to z = x + iy will be dL/dx + i dL/dy (API.md, "
+        "complex dtypes)"))
+
+
 def coerce_operand(value, op):
     """An op operand that is not a Tensor: Python scalars stay weak, arrays keep dtypes."""
-    if isinstance(value, (bool, int, float, np.ndarray, np.generic)):
+    if isinstance(value, (bool, int, float)):
         return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind == "c":
+            raise complex_error(op, value.dtype)
+        return value
+    if isinstance(value, complex):
+        raise complex_error(op, np.complex128)
     if isinstance(value, (list, tuple)):
-        return to_array(value)
+        return to_array(value, what=op)
     if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
-        return np.asarray(value)
+        array = np.asarray(value)
+        if array.dtype.kind == "c":
+            raise complex_error(op, array.dtype)
+        return array
     raise UnsupportedError(at_user_line(
         f"{op}: unsupported operand of type {type(value).__name__}"))
 
@@ -110,7 +145,8 @@ class Tensor:
     __array_priority__ = 100
 
     def __init__(self, value, dtype=None):
-        self._value = to_array(value, dtype)
+        self._value = to_array(value, dtype, "jt.Variable" if isinstance(self, Variable)
+                               else "jt.constant")
         self._id = next(_ids)
 
     @classmethod
@@ -119,6 +155,9 @@ class Tensor:
         t = object.__new__(Tensor)
         if type(value) is np.ndarray and value.ndim == 0:
             value = value[()]
+        kind = getattr(value, "dtype", _float64).kind
+        if kind == "c":                       # jt.zeros(3, np.complex128), jt.arange(...)
+            raise complex_error(f"jt.{sys._getframe(1).f_code.co_name}", value.dtype)
         t._value = value
         t._id = next(_ids)
         return t
@@ -150,6 +189,13 @@ class Tensor:
         return v.copy() if isinstance(v, np.ndarray) else v
 
     def __array__(self, dtype=None, copy=None):
+        # an implicit conversion (np.asarray, ndarray.dot, SciPy, ...): the tape cannot
+        # follow it; jittape's own code reads ._value and never comes here
+        if _ACTIVE_TAPES:
+            for tape in _ACTIVE_TAPES:          # any thread's: _check_conversion sorts them
+                if self._id in tape._watched or self.__class__ is Variable:
+                    _check_conversion(self)
+                    break
         array = np.asarray(self._value)
         if dtype is not None and array.dtype != dtype:
             return array.astype(dtype)
@@ -394,7 +440,7 @@ class Variable(Tensor):
         trace = _current_trace() if _TRACES else None
         if trace is not None:
             return trace.assign_variable(self, value, op)
-        new = to_array(value, self.dtype)
+        new = to_array(value, self.dtype, f"Variable.{op}")
         if np.shape(new) != self.shape:
             raise ValueError(at_user_line(
                 f"{op}: cannot assign a value of shape {np.shape(new)} to variable "
@@ -422,6 +468,89 @@ class Variable(Tensor):
     def __repr__(self):
         return (f"<jt.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name}, "
                 f"numpy={_repr_value(self._value)}>")
+
+
+def _check_conversion(tensor):
+    """An implicit conversion of ``tensor`` to NumPy: if a tape recording in this thread
+    watches it, or a value it depends on (or would watch it when read: a trainable
+    variable), the gradient through it is lost. Warn once per call site, or raise with
+    ``jt.config.strict``."""
+    if tensor._value.dtype.kind != "f":       # no gradient to lose
+        return
+    for tape in _thread_tapes():
+        if tensor._id in tape._watched or (
+                tensor.__class__ is Variable and tensor._trainable and tape._watch_accessed):
+            break
+    else:
+        return
+    global _last_conversion
+    frame, library = caller_frames(sys._getframe(1))
+    # NumPy may ask a tensor for its array more than once in one call (ndarray.dot,
+    # np.vectorize): one conversion, one warning, whatever the warning filters
+    seen = (id(frame), frame.f_lasti if frame is not None else -1, tensor._id)
+    if seen == _last_conversion and not _config.strict:
+        return
+    _last_conversion = seen
+    text = call_text(frame) if frame is not None else None
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
+    what = (f"variable {tensor._name!r}" if isinstance(tensor, Variable)
+            else f"a tensor of shape {tensor.shape}")
+    by = f"`{text}`" if text else "an implicit conversion"
+    if library is not None:
+        module = library.f_globals.get("__name__", "?")
+        by += f" (in {module}.{getattr(library.f_code, 'co_qualname', library.f_code.co_name)})"
+    message = (f"{by} converts {what} to a NumPy array while a GradientTape records it "
+               "(it is watched, or computed from a watched value): the tape cannot follow "
+               f"NumPy, so the gradient through it is lost. {_advice(text)}; call .numpy() "
+               "to drop the gradient on purpose")
+    if where is not None:
+        message += f" (at {where})"
+    if _config.strict:
+        raise GradientLostError(message + " [jt.config.strict is on]")
+    if frame is None:
+        warnings.warn(message, GradientLostWarning, stacklevel=3)
+        return
+    # at the user's line, with that module's registry: shown once per call site under
+    # Python's default filter, an error under -W error, and so on
+    g = frame.f_globals
+    warnings.warn_explicit(message, GradientLostWarning, frame.f_code.co_filename,
+                           frame.f_lineno, module=g.get("__name__", "__main__"),
+                           registry=g.setdefault("__warningregistry__", {}), module_globals=g)
+
+
+_last_conversion = None
+_ARRAY_BUILDERS = frozenset(["array", "asarray", "asanyarray", "ascontiguousarray",
+                             "asfortranarray", "constant", "stack", "vstack", "hstack",
+                             "column_stack", "concatenate"])
+
+
+def _advice(text):
+    """What to write instead of the call ``text`` (the user's source), from its shape."""
+    fallback = ("Write it with jittape ops, which the tape records (jt.dot(X, w) or X @ w "
+                "for products, jt.stack for a list of tensors, jittape.numpy for NumPy's "
+                "functions)")
+    try:
+        node = ast.parse(text, mode="eval").body if text else None
+    except SyntaxError:
+        return fallback
+    if not isinstance(node, ast.Call):
+        return fallback
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else (
+        func.id if isinstance(func, ast.Name) else None)
+    if name == "dot" and isinstance(func, ast.Attribute) and len(node.args) == 1:
+        a = ast.get_source_segment(text, func.value)
+        b = ast.get_source_segment(text, node.args[0])
+        return f"Write jt.dot({a}, {b}) or {a} @ {b}"
+    if name in _ARRAY_BUILDERS:
+        if node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return (f"Write jt.stack({ast.get_source_segment(text, node.args[0])}) to make "
+                    "one tensor of several")
+        return "Keep the tensor: jittape ops and NumPy's functions on it are recorded"
+    op = getattr(sys.modules.get("jittape"), name, None) if name else None
+    if callable(op) and not isinstance(op, type) and not name.startswith("_"):
+        return f"Write jt.{name}(...), which the tape records"
+    return fallback
 
 
 def _concrete_initial_value(value):
@@ -459,5 +588,8 @@ def is_tensor(x):
 
 
 from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)
-from .tape import TRACES as _TRACES, current_trace as _current_trace  # noqa: E402
+from .tape import (  # noqa: E402
+    ACTIVE_TAPES as _ACTIVE_TAPES, TRACES as _TRACES, current_trace as _current_trace,
+    thread_tapes as _thread_tapes,
+)
 

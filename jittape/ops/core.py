@@ -20,14 +20,17 @@ import numpy as np
 
 from ..errors import NumericsError, ShapeError, at_user_line
 from .. import config as _config, tensor as tensor_module
-from ..tensor import Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand
+from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand,
+                      complex_error)
 from ..tape import ACTIVE_TAPES, TRACES, current_trace, record
 
 _TENSOR_CLASSES = frozenset([Tensor, Variable])
-_PASS_THROUGH = frozenset([int, float, bool, np.ndarray, np.float32, np.float64, np.int32,
+# operands taken as they are; an ndarray too once its dtype is known not to be complex
+# (a Tensor never holds a complex value: to_array and the ops' results reject them)
+_PASS_THROUGH = frozenset([int, float, bool, np.float32, np.float64, np.int32,
                            np.int64, np.bool_])
 _ndarray = np.ndarray
-_PYTHON_SCALARS = frozenset([int, float, bool, complex])
+_PYTHON_SCALARS = frozenset([int, float, bool])
 _new = object.__new__
 _next_id = tensor_module._ids.__next__
 
@@ -150,7 +153,11 @@ class Primitive:
         if TRACES:                  # some thread traces: this one?
             trace = current_trace()
             if trace is not None:
-                return trace.bind(self, args, params)
+                _check_traced_complex(self.name, args)
+                out = trace.bind(self, args, params)
+                if getattr(out, "dtype", None) is not None and out.dtype.kind == "c":
+                    raise complex_error(self.name, out.dtype)
+                return out
         # The eager hot path, spelled out for one and two operands (no comprehension
         # frame): an op on small tensors costs about as much as this function.
         n = len(args)
@@ -158,19 +165,24 @@ class Primitive:
             a, b = args
             cls = a.__class__
             a = a._value if cls in _TENSOR_CLASSES else (
-                a if cls in _PASS_THROUGH else coerce_operand(a, self.name))
+                a if (cls is _ndarray and a.dtype.kind != "c") or cls in _PASS_THROUGH
+                else coerce_operand(a, self.name))
             cls = b.__class__
             b = b._value if cls in _TENSOR_CLASSES else (
-                b if cls in _PASS_THROUGH else coerce_operand(b, self.name))
+                b if (cls is _ndarray and b.dtype.kind != "c") or cls in _PASS_THROUGH
+                else coerce_operand(b, self.name))
             values = (a, b)
         elif n == 1:
             a = args[0]
             cls = a.__class__
             values = (a._value if cls in _TENSOR_CLASSES else (
-                a if cls in _PASS_THROUGH else coerce_operand(a, self.name)),)
+                a if (cls is _ndarray and a.dtype.kind != "c") or cls in _PASS_THROUGH
+                else coerce_operand(a, self.name)),)
         else:
             values = [a._value if a.__class__ in _TENSOR_CLASSES else
-                      (a if a.__class__ in _PASS_THROUGH else coerce_operand(a, self.name))
+                      (a if a.__class__ in _PASS_THROUGH or (
+                          a.__class__ is _ndarray and a.dtype.kind != "c")
+                       else coerce_operand(a, self.name))
                       for a in args]
         try:
             out = self.impl(*values, **params) if params else self.impl(*values)
@@ -182,6 +194,9 @@ class Primitive:
                 out = out[()]
         elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
             out = np.asarray(out)[()]
+        # real operands give a complex result only when a complex dtype is asked for
+        if params and "dtype" in params and out.dtype.kind == "c":
+            raise complex_error(self.name, out.dtype)
         result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
         result._value = out
         result._id = _next_id()
@@ -212,6 +227,15 @@ class Primitive:
         shapes = ", ".join(str(a.shape) if isinstance(a, Aval) else repr(a) for a in avals)
         kind = ShapeError if isinstance(err, ValueError) else type(err)
         return kind(at_user_line(f"{self.name}: {err} (operands: {shapes})"))
+
+
+def _check_traced_complex(op, args):
+    """Complex operands of an op in a traced function (trace time only)."""
+    for a in args:
+        if isinstance(a, complex):
+            raise complex_error(op, np.complex128)
+        if isinstance(a, (np.ndarray, np.generic)) and a.dtype.kind == "c":
+            raise complex_error(op, a.dtype)
 
 
 def check_finite(op, out, inputs=()):
@@ -332,16 +356,20 @@ def normalize_axes(op, axis, ndim):
     """Axis argument -> sorted tuple of non-negative ints (None means all axes)."""
     if axis is None:
         return tuple(range(ndim))
+    if ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+        # NumPy's reductions (and squeeze) take a lone integer axis 0 or -1 on a 0-d
+        # value as no axes at all; the tuples (0,) and (-1,) are out of bounds there
+        return ()
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = []
     for a in axes:
         a = int(a)
-        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+        if not -ndim <= a < ndim:
             raise ShapeError(at_user_line(f"{op}: axis {a} is out of bounds for rank {ndim}"))
-        out.append(a % ndim if ndim else 0)
+        out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ShapeError(at_user_line(f"{op}: repeated axis in {axis}"))
-    return tuple(sorted(out)) if ndim else ()
+    return tuple(sorted(out))
 
 
 def is_float(dtype):

@@ -6,7 +6,7 @@ as in TensorFlow; explicit dtypes win.
 
 import numpy as np
 
-from ..tensor import Tensor, as_dtype, float32, int32
+from ..tensor import Tensor, as_dtype, complex_error, float32, int32
 from .core import Aval, Primitive, ex, numpy_dispatch, shape_of
 
 
@@ -14,6 +14,15 @@ def _shape_arg(shape):
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     return tuple(int(d) for d in shape)
+
+
+def _real_fill(value, op):
+    """A complex fill value is rejected, not cast to a real dtype (which would drop its
+    imaginary part)."""
+    if value.__class__ in (int, float, bool):
+        return
+    if isinstance(value, complex) or np.iscomplexobj(value):
+        raise complex_error(op, np.asarray(value).dtype)
 
 
 def _scalar_dtype(value, dtype):
@@ -37,6 +46,7 @@ def ones(shape, dtype=float32):
 
 
 def full(shape, fill_value, dtype=None):
+    _real_fill(fill_value, "jt.full")
     return Tensor._wrap(np.full(_shape_arg(shape), fill_value, _scalar_dtype(fill_value, dtype)))
 
 
@@ -80,6 +90,7 @@ def _dtype_of(x):
 
 @numpy_dispatch(np.full_like)
 def full_like(x, fill_value, dtype=None):
+    _real_fill(fill_value, "jt.full_like")
     return full_like_prim.bind(x, fill_value=fill_value,
                                dtype=as_dtype(dtype) if dtype is not None else _dtype_of(x))
 
