@@ -1,18 +1,36 @@
 """Compiled functions: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``, ``function``.
 
 A call looks up its signature (argument structure, dtypes, ranks, which axes have size
-1, and the values of Python ``int``/``bool``/``float``/``str`` arguments that are not
-differentiated) in a dict. On a miss it traces the function (``trace``), differentiates
+1, the values of Python ``int``/``bool``/``str`` arguments and of those named in
+``static_argnums``) in a dict. On a miss it traces the function (``trace``), differentiates
 the graph (``autodiff``), optimizes it (``passes``), generates a Numba function
 (``codegen.cpu``), and builds it through the disk cache (``codegen.build``). Sizes are
 not part of the signature: the generated code reads them from the arrays, so one
 compile serves every batch size. A function that reads a size while tracing
 (``x.shape[0]``) is keyed on exact sizes instead, so a graph never reuses a stale one.
 
-Python scalars: a differentiated ``float`` argument is a float32 input; any other
-Python number is part of the signature (a new value traces and compiles again, as in
-``tf.function``), so pass values that change every call (a learning rate in a schedule)
-as NumPy scalars or arrays, which are run-time inputs.
+Python scalars: a ``float`` argument is a run-time input (a new value does not
+recompile: a learning rate in a schedule), a float64 scalar typed weakly as NumPy types
+the number itself (``trace.Trace.weak``): where it meets a float32 tensor it is cast to
+float32 first, so ``x * lr`` stays float32 and equals the eager tape's result; the
+gradient of one has the dtype of the function's value. ``int``, ``bool`` and ``str``
+arguments are part of the signature (they may feed ``range``, shapes and axes), and so
+are the arguments named in ``static_argnums`` (hashable values; a float there is a
+constant of the graph). More than ``config.recompile_warning`` traces of one function
+warn once, naming what changed between the last two signatures (``_signature_change``).
+
+A signature whose kernel finds sizes it cannot serve (a size computed from the
+arguments' was 1 when it was traced, or code was generated for the sizes seen) gets a
+variant traced for this call's sizes, kept beside the first (``_size_variant``); when
+that trace fails, its error names the op and the shapes. Only a variant that cannot
+serve the sizes it was traced with makes the function keyed on exact sizes.
+
+Wrappers are shared: ``Compiled(fn, ...)`` for a function with the same code object,
+closure cells, globals dict, defaults and options as a live one returns that one
+(``_share_key``; the last ``_KEEP`` made are held, the rest weakly), so
+``jt.grad(loss)(w)`` written inside a loop costs a lookup, not a trace, and memory stays
+flat. Numba never frees the machine code it compiles: sharing (here, and the loaded
+kernels' table of ``codegen.build``) is what bounds the memory of compiled functions.
 
 ``function`` compiles a function as it is. Tapes opened in it record into the trace
 (``tape.record_traced``) and their ``gradient``/``jacobian`` run the autodiff pass over
@@ -20,6 +38,21 @@ the nodes they recorded. Variables it reads from its enclosing scope become inpu
 compiled function holds them, as ``tf.function`` does), Variables passed as arguments
 too; ``assign``/``assign_add``/``assign_sub`` make the new values outputs, written back
 to the variables after the call, so a training step is one native call.
+
+Values read from outside the arguments (``_captured_values``): the closure cells of the
+function and the globals its code names (nested code objects included: lambdas,
+comprehensions) are found by identity among the operands of the traced ops
+(``trace.CapturedValues``). An array is an input of the kernel, read from its cell or
+global at each call and passed by reference (rebinding and changes in place are seen;
+its dtype, rank and size-1 axes are checked as an argument's are); a Python float that
+is an operand of the function's own elementwise ops is a weak float64 input; any other
+captured int, bool, str, tuple, float or array is a guard (``_capture_checks``): the
+fast path compares it (a load and a class test, a set lookup or an identity test each)
+and another value traces again. Attributes (``self.w``, ``module.x``), items of
+containers and the globals of the functions it calls stay frozen at trace time;
+``lower().graph`` says which is which. ``jt.random`` draws are inputs drawn anew at
+each call, so a seed gives the eager sequence; a trace that draws from ``np.random`` or
+``random`` warns.
 
 Python control flow on a traced value (``if jt.sum(x) > 0:``) takes the branch that the
 value has in the call being traced (computed with the primitives' NumPy
@@ -34,6 +67,10 @@ import functools
 import os
 import sys
 import threading
+import types
+import warnings
+import weakref
+import random as _pyrandom
 
 import numpy as np
 
@@ -41,25 +78,35 @@ from . import autodiff, ir, ops, passes, tree
 from ._version import __version__
 from .codegen import build, cpu
 from . import config
-from .errors import JittapeError, SignatureMismatch, SizeMismatch, UnsupportedError, at_user_line
+from .errors import (JittapeError, ShapeError, SignatureMismatch, SizeMismatch, UnsupportedError,
+                     RecompileWarning, at_user_line, caller_frames)
 from .ops import core
 from .tensor import Tensor, Variable
-from .trace import Trace, Tracer, TracerError
+from .trace import (Captured, CapturedValues, RandomDraw, Trace, Tracer, TracerError,
+                    _numpy_random_mark)
 
 CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits misses")
 Lowered = collections.namedtuple("Lowered", "graph source python")
 Lowered.__doc__ = """What ``lower()`` returns: ``graph`` (the optimized op list as text),
 ``source`` (the generated module) and ``python`` (the generated function run as plain
-Python, without Numba: kernel arguments in, kernel results out; for debugging)."""
+Python, without Numba: the flattened arguments in (the values read from outside them are
+read at each call, as the compiled call reads them), kernel results out; for debugging)."""
 
 _MODES = ("grad", "value_and_grad", "jacobian", "hessian", "function")
 _ndarray = np.ndarray
 _NUMPY_SCALARS = frozenset([np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
                             np.int64, np.uint8, np.bool_])
+_FAST_SCALARS = _NUMPY_SCALARS | {float}
 _STATIC = (bool, int, float, str)
 # no_cfunc_wrapper: kernels are called from Python and from njit code, never as
 # first-class function values, so Numba need not make (and compile) their C wrapper
 _NJIT_OPTIONS = {"error_model": "numpy", "nogil": True, "no_cfunc_wrapper": True}
+
+
+class ArgnumsError(JittapeError, ValueError, TypeError):
+    """``argnums`` that do not name distinct arguments of a call (out of range, or one
+    argument twice once negative positions are resolved). A ValueError as in the rest of
+    jittape, and a TypeError as a call with too few arguments is in Python and JAX."""
 
 
 class _Signature:
@@ -75,12 +122,15 @@ class _Signature:
 class _Entry:
     """One compiled variant of a signature: the kernel and how to call it.
 
-    Kernel inputs: the flattened arguments, the values of the variables the function
-    reads from its enclosing scope (``captures``), the array constants. Kernel outputs:
-    the user's results (``pack`` makes them the user's structure), the new values of
-    assigned variables (``writes``: output index, flattened argument position or the
-    captured Variable), the branch conditions (``guards``: output index, the value the
-    variant was traced with).
+    Kernel inputs: the flattened arguments, the values read from outside them
+    (``implicit``, in the order of the graph's inputs: the variables the function reads
+    from its enclosing scope, ``captures``; its captured arrays and floats; its
+    ``jt.random`` draws), the array constants. Kernel outputs: the user's results
+    (``pack`` makes them the user's structure), the new values of assigned variables
+    (``writes``: output index, flattened argument position or the captured Variable),
+    the branch conditions (``guards``: output index, the value the variant was traced
+    with). ``checks``: what the captured values must be for this variant (see
+    ``_capture_checks``).
     """
 
     def __init__(self, graph, source, built, consts, pack, captures=(), writes=(), guards=()):
@@ -96,12 +146,17 @@ class _Entry:
         self.called = False
         self.user_kernel = None       # what kernel() returns, made on demand
         self.caller = None            # the generated fast-path call (see _caller)
+        self.implicit = []
+        self.checks = []
+        self.capture_text = ""
 
 
 class Compiled:
     """A function compiled to a gradient (or value and gradient, jacobian, hessian)."""
 
-    def __init__(self, fn, mode, argnums=0, has_aux=False, target="cpu"):
+    def __init__(self, fn, mode, argnums=0, has_aux=False, target="cpu", static_argnums=()):
+        if "_stats" in self.__dict__:     # an existing wrapper of the same function (__new__)
+            return
         if mode not in _MODES:
             raise ValueError(f"unknown mode {mode!r}")
         if target not in ("cpu", "cuda"):
@@ -118,8 +173,16 @@ class Compiled:
         if not all(isinstance(a, int) for a in self.argnums) or not self.argnums:
             raise TypeError(f"{mode}: argnums must be an int or a non-empty tuple of ints, "
                             f"got {argnums!r}")
+        if len(set(self.argnums)) != len(self.argnums):
+            raise ValueError(f"{mode}: argnums={argnums!r} names an argument twice")
         if mode == "function":
             self.argnums = ()                 # nothing is differentiated
+        self._resolved = {}                   # positional argument count -> argnums
+        static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        if not all(isinstance(a, int) for a in static):
+            raise TypeError(f"{mode}: static_argnums must be an int or a tuple of ints, "
+                            f"got {static_argnums!r}")
+        self.static_argnums = static
         self.has_aux = bool(has_aux)
         self.target = target
         self.name = getattr(fn, "__name__", "f")
@@ -128,18 +191,38 @@ class Compiled:
         self._hits = 0
         self._size_keyed = False
         self._lock = threading.RLock()
-        self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
+        self._warned = False              # the recompile warning is given once
+        self._last_key = None
         functools.update_wrapper(self, fn)
+        self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
         config._COMPILED.add(self)
+        if self._share is not None:
+            with _SHARED_LOCK:
+                _SHARED[self._share] = self
+                _keep(self._share, self)
 
     # -- the call path ------------------------------------------------------------------
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, fn=None, mode=None, argnums=0, has_aux=False, target="cpu",
+                static_argnums=()):
+        # Wrappers of one function (same code, closure cells, globals, defaults) with the
+        # same options are one object: ``jt.grad(loss)(w)`` written in a loop finds the
+        # compiled signatures of the previous step (a lookup, no trace, no new class).
+        key = _share_key(fn, mode, argnums, has_aux, target, static_argnums) \
+            if cls is Compiled else None
+        if key is not None:
+            with _SHARED_LOCK:
+                found = _SHARED.get(key)
+                if found is not None:
+                    _keep(key, found)
+                    return found
         # A class of its own for each compiled function, so that ``_call`` can make the
         # newest signature's generated caller this object's ``__call__``: a call then
         # costs one Python frame around the native kernel.
         own = type(cls.__name__, (cls,), {"__module__": cls.__module__,
                                           "__qualname__": cls.__qualname__})
-        return object.__new__(own)
+        self = object.__new__(own)
+        self._share = key
+        return self
 
     def __call__(self, *args):
         # The fast path for NumPy arrays and scalars: the generated caller of the
@@ -161,16 +244,51 @@ class Compiled:
         guards hold (tracing and compiling one if none does), run it."""
         if core.TRACES and core.current_trace() is not None:   # called while tracing
             return self._inline(args)
+        try:
+            return self._lookup(args)
+        except SizeMismatch:
+            if self._size_keyed:
+                raise
+            return self._retrace_exact(args)
+
+    def _retrace_exact(self, args):
+        """A variant traced for this call's sizes does not serve them (see
+        ``_size_variant``): from now on the function is keyed on exact sizes, as when
+        tracing reads a size, and this call traces for its own sizes. When that trace
+        fails too, the arguments do not fit the function: its error names the op and the
+        shapes."""
+        with self._lock:
+            saved = self._cache, self._size_keyed, dict(self._stats)
+            self._cache, self._size_keyed = {}, True
+            self._forget_callers()
+            try:
+                return self._lookup(args)
+            except BaseException as err:       # nothing of the failed trace is kept
+                self._cache, self._size_keyed = saved[:2]
+                self._stats.update(saved[2])
+                self._forget_callers()
+                if isinstance(err, ShapeError):
+                    raise SizeMismatch(str(err)) from None
+                raise
+
+    def _lookup(self, args):
         key, leaves = self._key(args)
-        entry, out = None, _MISS
+        entry, out, mismatch = None, _MISS, False
         for entry in self._cache.get(key, ()):
             called = entry.called
-            out = self._run(entry, leaves, key[1])
+            try:
+                out = self._run(entry, leaves, key[1])
+            except SizeMismatch:         # traced for other sizes: another variant may fit
+                mismatch = True
+                continue
             if out is not _MISS:
                 self._hits += called
                 break
         if out is _MISS:
-            entry, out = self._new_variant(key, args, leaves)
+            if mismatch:
+                entry, out = self._size_variant(key, args, leaves)
+            else:
+                entry, out = self._new_variant(key, args, leaves)
             key, leaves = self._key(args)
         variants = self._cache[key]
         if variants[0] is not entry:          # the variant used last is tried first
@@ -178,7 +296,7 @@ class Compiled:
             variants.insert(0, entry)
             self._forget_callers()
         result = entry.pack(out)
-        if all(_fast_leaf(a) or _fast_tree(a) for a in args):
+        if not self.static_argnums and all(_fast_leaf(a) or _fast_tree(a) for a in args):
             caller = entry.caller
             if caller is None:
                 caller = entry.caller = _caller(entry, args, Compiled.__call__)
@@ -189,7 +307,11 @@ class Compiled:
     def _run(self, entry, leaves, kinds, trust_guards=False):
         """Run one compiled variant: its outputs, or _MISS when a guard does not hold.
         Assigned variables are written back only when the guards hold."""
-        inputs = _inputs(leaves, kinds) + [v._value for v in entry.captures]
+        if entry.checks and not trust_guards and not _checks_hold(entry.checks):
+            return _MISS                  # captured values this variant was not traced for
+        inputs = _inputs(leaves, kinds)
+        if entry.implicit:
+            inputs += _implicit_inputs(entry.implicit)
         try:
             out = self._call_kernel(entry, inputs)
         except SizeMismatch as err:       # the kernel checks its sizes at once: which one
@@ -218,7 +340,7 @@ class Compiled:
             if self.target == "cpu":
                 entry.kernel.disable_compile()     # other types: other signatures
             else:       # the kernels compile at their first launch, from Numba's
-                compiled = not entry.built.from_disk     # cache if it has them
+                compiled = compiled and not entry.built.from_disk   # cache if it has them
             entry.called = True
             if compiled:
                 self._stats["compiles"] += 1
@@ -226,12 +348,30 @@ class Compiled:
                 self._stats["disk_hits"] += 1
             return out
 
-    def _new_variant(self, key, args, leaves):
+    def _size_variant(self, key, args, leaves):
+        """No variant of the signature serves these sizes, though the signature is the
+        same: a size computed from the arguments' sizes was 1 when they were traced and is
+        not now, or code generation chose for the sizes it saw (a row held in registers).
+        A variant traced for these sizes is kept beside them. When that trace fails, the
+        arguments do not fit the function: its error names the op and the shapes, and
+        nothing of it is kept."""
+        with self._lock:
+            stats = dict(self._stats)
+            try:
+                return self._new_variant(key, args, leaves, sizes=True)
+            except ShapeError as err:
+                self._stats.update(stats)
+                raise SizeMismatch(str(err)) from None
+
+    def _new_variant(self, key, args, leaves, sizes=False):
         """Trace and compile the variant these arguments take (under the lock: a thread
         that waited for another's compile first tries what that one made)."""
         with self._lock:
             for entry in self._cache.get(key, ()):
-                out = self._run(entry, leaves, key[1])
+                try:
+                    out = self._run(entry, leaves, key[1])
+                except SizeMismatch:
+                    continue
                 if out is not _MISS:          # another thread compiled it meanwhile
                     self._hits += 1
                     return entry, out
@@ -240,19 +380,47 @@ class Compiled:
             variants = self._cache.setdefault(key, [])
             same = [e for e in variants if e.source == entry.source]
             if same:
-                # the kernel computes a branch condition differently from NumPy while
-                # tracing (rounding at the threshold): the variant traced for these
-                # values is the right one, whatever its guards say
-                entry = same[0]
+                # captured values changed that do not change the graph; or the kernel
+                # computes a branch condition differently from NumPy while tracing
+                # (rounding at the threshold): the variant traced for these values is
+                # the right one, whatever its guards say
+                entry = _reuse(same[0], entry)
+                self._forget_callers()
             else:
+                if len(variants) >= config.max_variants:    # drop the variants traced for
+                    variants[:] = [e for e in variants       # captured values now gone
+                                   if not e.checks or _checks_hold(e.checks)]
                 if len(variants) >= config.max_variants:
                     raise JittapeError(at_user_line(
                         f"{self.mode}({self.name}): more than {config.max_variants} variants "
                         "of one signature: each different path through Python branches on "
-                        "traced values (if/while) compiles a variant. Compute the choice "
+                        "traced values (if/while) compiles a variant, and so do sizes that "
+                        "the variants traced before cannot serve. Compute the choice "
                         "with jt.where, or raise jt.config.max_variants"))
                 variants.insert(0, entry)
+            self._note_compile(key, sizes)
             return entry, self._run(entry, leaves, key[1], trust_guards=True)
+
+    def _note_compile(self, key, sizes):
+        """Warn once when the function has compiled more than
+        ``config.recompile_warning`` variants, naming what changed in the last."""
+        last, self._last_key = self._last_key, key
+        limit = config.recompile_warning
+        if self._warned or limit is None or self._stats["misses"] <= limit:
+            return
+        self._warned = True
+        frame = caller_frames(sys._getframe(1))[0]
+        message = (f"{self.mode}({self.name}) has traced and compiled "
+                   f"{self._stats['misses']} times (more than jt.config.recompile_warning = "
+                   f"{limit}); the last time {_signature_change(last, key, sizes)}. Pass "
+                   "values that change as NumPy arrays or scalars (run-time inputs), keep "
+                   "dtypes and ranks fixed, or compute branches with jt.where")
+        if frame is None:
+            warnings.warn(message, RecompileWarning, stacklevel=2)
+        else:
+            warnings.warn_explicit(message, RecompileWarning, frame.f_code.co_filename,
+                                   frame.f_lineno, frame.f_globals.get("__name__"),
+                                   frame.f_globals.setdefault("__warningregistry__", {}))
 
     def _inline(self, args):
         """A compiled function called while another function is traced: its function
@@ -265,13 +433,14 @@ class Compiled:
                 f"{self.mode}({self.name}) called inside a compiled function: only "
                 "grad, value_and_grad and function compose; use a GradientTape there"))
         args = list(args)
-        for i in self.argnums:
+        diff = self._diff(len(args))
+        for i in diff:
             args[i] = tree.map_leaves(_as_tensor, args[i])
         with GradientTape() as tape:
-            tape.watch([args[i] for i in self.argnums])
+            tape.watch([args[i] for i in diff])
             result = self.fn(*args)
         value, aux = result if self.has_aux else (result, None)
-        grads = tape.gradient(value, [args[i] for i in self.argnums],
+        grads = tape.gradient(value, [args[i] for i in diff],
                               unconnected_gradients=UnconnectedGradients.ZERO)
         grads = grads[0] if self.single else tuple(grads)
         if self.mode == "grad":
@@ -287,8 +456,22 @@ class Compiled:
         """(signature key, flattened leaves)."""
         leaves, treedefs, kinds = [], [], []
         parts = []
-        diff = self.argnums
+        diff = self._diff(len(args)) if self.argnums else ()
+        static = self._static(len(args)) if self.static_argnums else ()
         for i, a in enumerate(args):
+            if i in static:               # a constant of the graph: part of the signature
+                try:
+                    hash(a)
+                except TypeError:
+                    raise TypeError(at_user_line(
+                        f"{self.mode}({self.name}): argument {i} is in static_argnums but a "
+                        f"{type(a).__name__} is not hashable; pass a tuple (or a Python "
+                        "number), or make it a run-time argument")) from None
+                leaves.append(a)
+                treedefs.append(None)
+                kinds.append("static")
+                parts.append(("static", type(a).__name__, a))
+                continue
             if a.__class__ is np.ndarray:
                 if not a.dtype.isnative:            # Numba reads native byte order only
                     a = a.astype(a.dtype.newbyteorder("="))
@@ -329,7 +512,7 @@ class Compiled:
                              else tuple(d == 1 for d in value.shape))
         if isinstance(value, np.generic):
             return "scalar", (value.dtype.char, ())
-        if isinstance(value, float) and differentiated:
+        if value.__class__ is float:          # a run-time input (a learning rate)
             return "pyfloat", ("f", ())
         if isinstance(value, _STATIC):
             return "static", (type(value).__name__, value)
@@ -354,6 +537,9 @@ class Compiled:
             self._forget_callers()
         entry = self._build(graph, pack)
         entry.captures = [st.variable for st in trace.variables.values() if st.argument is None]
+        entry.implicit = list(trace.implicit)
+        entry.checks = _capture_checks(trace)
+        entry.capture_text = _capture_text(trace, entry.checks)
         return entry
 
     def _build(self, graph, pack):
@@ -380,7 +566,9 @@ class Compiled:
         self._stats["traces"] += 1
         kinds = key[1]
         trace = Trace(self.name)
+        trace.reads_sizes = self._size_keyed        # keyed on exact sizes: valid for those only
         diff_inputs = []                   # (argnum, tracer) of differentiated leaves
+        diff = self._diff(len(args)) if self.argnums else ()
         with trace:
             traced_args, k, pos = [], 0, 0
             for i, a in enumerate(args):
@@ -392,7 +580,7 @@ class Compiled:
                     value = leaves[pos]
                     pos += 1
                     if kind == "static":
-                        if i in self.argnums:
+                        if i in diff:
                             raise TypeError(at_user_line(
                                 f"{self.mode}({self.name}): argument {i} is a Python "
                                 f"{type(value).__name__}; only floating-point arguments can be "
@@ -407,19 +595,21 @@ class Compiled:
                         state = trace.variable_input(value, argument=pos - 1)
                         k += 1
                         new.append(value)
-                        if i in self.argnums:
+                        if i in diff:
                             diff_inputs.append((i, Tracer._of(state.input, trace)))
                         continue
                     if kind == "device":           # its values, for guards while tracing
                         from .codegen import cuda_runtime
                         array = cuda_runtime.copy_to_host(value)
                     else:
-                        array = np.float32(value) if kind == "pyfloat" else np.asarray(value)
+                        array = np.float64(value) if kind == "pyfloat" else np.asarray(value)
                     self._check_dtype(array.dtype, i)
                     t = trace.add_input(array, k)
+                    if kind == "pyfloat":         # never widens a float32 tensor
+                        trace.weak.add(t._var.id)
                     k += 1
                     new.append(t)
-                    if i in self.argnums:
+                    if i in diff:
                         if array.dtype.kind not in "fc":
                             raise TypeError(at_user_line(
                                 f"{self.mode}({self.name}): argument {i} has dtype "
@@ -427,12 +617,15 @@ class Compiled:
                                 f"differentiated (argnums={self._argnums_text()})"))
                         diff_inputs.append((i, t))
                 traced_args.append(new[0] if td is None else tree.unflatten(td, new))
-            for i in (self.argnums if self.mode != "function" else ()):
-                if i >= len(args) or i < -len(args):
-                    raise TypeError(at_user_line(
-                        f"{self.mode}({self.name}): argnums={self._argnums_text()} but the "
-                        f"function was called with {len(args)} positional arguments"))
+            # gradients come in the order of argnums (a stable sort: leaves in order)
+            diff_inputs.sort(key=lambda pair: diff.index(pair[0]))
+            trace.captured = _captured_values(self.fn)
+            drawn = _global_random_state()
+            trace.random_mark = _numpy_random_mark()
             result = self.fn(*traced_args)
+            trace.random_mark = None
+            if drawn != _global_random_state():
+                _warn_global_random(self.fn, self.mode, self.name, trace.random_where)
             if self.mode == "function":
                 outputs, pack = _function_outputs(trace, result, self.name, self.target)
             else:
@@ -452,10 +645,13 @@ class Compiled:
         return graph, pack, trace
 
     def _check_dtype(self, dtype, argnum):
-        if dtype.kind not in "biufc":
+        if dtype.kind == "c":
+            from .tensor import complex_error
+            raise complex_error(f"{self.mode}({self.name}): argument {argnum}", dtype)
+        if dtype.kind not in "biuf":
             raise UnsupportedError(at_user_line(
                 f"{self.mode}({self.name}): argument {argnum} has dtype {dtype}; compiled "
-                "functions take boolean, integer, floating-point and complex values"))
+                "functions take boolean, integer and floating-point values"))
         if dtype == np.float16:
             raise UnsupportedError(at_user_line(
                 f"{self.mode}({self.name}): argument {argnum} has dtype float16, which Numba "
@@ -467,6 +663,42 @@ class Compiled:
 
     def _argnums_text(self):
         return str(self.argnums[0]) if self.single else str(self.argnums)
+
+    def _diff(self, n):
+        """The differentiated argument positions for a call with ``n`` positional
+        arguments, in the order given (a negative argnum counts from the end, as in JAX)."""
+        diff = self._resolved.get(n)
+        if diff is None:
+            diff = tuple(i + n if i < 0 else i for i in self.argnums)
+            bad = [i for i, j in zip(self.argnums, diff) if not 0 <= j < n]
+            if bad:
+                raise ArgnumsError(at_user_line(
+                    f"{self.mode}({self.name}): argnums={self._argnums_text()} is out of range "
+                    f"for a call with {n} positional argument{'s' * (n != 1)} (argnum {bad[0]})"))
+            if len(set(diff)) != len(diff):
+                raise ArgnumsError(at_user_line(
+                    f"{self.mode}({self.name}): argnums={self._argnums_text()} names one "
+                    f"argument twice for a call with {n} positional argument{'s' * (n != 1)} "
+                    f"(resolved: {diff})"))
+            self._resolved[n] = diff
+        return diff
+
+    def _static(self, n):
+        """The positions of ``static_argnums`` for a call with ``n`` positional arguments."""
+        static = self._resolved.get(("static", n))
+        if static is None:
+            static = frozenset(i + n if i < 0 else i for i in self.static_argnums)
+            if any(not 0 <= i < n for i in static):
+                raise ValueError(at_user_line(
+                    f"{self.mode}({self.name}): static_argnums={self.static_argnums} is out of "
+                    f"range for a call with {n} positional argument{'s' * (n != 1)}"))
+            both = static & set(self._diff(n) if self.argnums else ())
+            if both:
+                raise ValueError(at_user_line(
+                    f"{self.mode}({self.name}): argument {min(both)} is in both argnums and "
+                    "static_argnums; a constant cannot be differentiated"))
+            self._resolved[("static", n)] = static
+        return static
 
     def _differentiate(self, trace, result, diff_inputs, key, args):
         if self.has_aux:
@@ -494,6 +726,10 @@ class Compiled:
         seed = Tracer._of(trace.const(np.ones((), value.dtype)), trace)   # d value / d value
         cts = autodiff.backward(trace, [(value._var, seed)], [t._var for _, t in diff_inputs])
         grads = [_grad_or_zeros(ct, t) for ct, (_, t) in zip(cts, diff_inputs)]
+        # the gradient of a Python float has the value's dtype (a float32 loss: float32),
+        # as a watched Python float on the tape would
+        grads = [ops.cast(g, value.dtype) if t._var.id in trace.weak and value.dtype.kind == "f"
+                 and g.dtype != value.dtype else g for g, (_, t) in zip(grads, diff_inputs)]
         aux_leaves, aux_def = tree.flatten(aux)
         aux_vars = [_as_tracer(trace, a, self.mode, self.name)._var for a in aux_leaves]
         outputs = ([value._var] if self.mode == "value_and_grad" else []) + aux_vars + \
@@ -522,7 +758,7 @@ class Compiled:
         out = []
         treedefs, kinds = key[0], key[1]
         counts = [1 if td is None else td.num_leaves for td in treedefs]
-        for i in self.argnums:
+        for i in self._diff(len(treedefs)):
             n_inputs = sum(1 for j in range(sum(counts[:i]), sum(counts[:i + 1]))
                            if kinds[j] != "static")
             out.append((treedefs[i], n_inputs))
@@ -533,9 +769,11 @@ class Compiled:
         return CacheInfo(**dict(self._stats, hits=self._hits))
 
     def cache_clear(self):
-        """Forget the compiled signatures (the disk cache stays)."""
+        """Forget the compiled signatures (the disk cache stays), and whether the
+        function is keyed on exact sizes."""
         with self._lock:
             self._cache.clear()
+            self._size_keyed = False
             self._forget_callers()
 
     def _entry_for(self, args):
@@ -543,7 +781,8 @@ class Compiled:
         signature has one; with guards, tracing with these values tells which."""
         key, leaves = self._key(args)
         variants = self._cache.get(key)
-        if variants and len(variants) == 1 and not variants[0].guards:
+        if (variants and len(variants) == 1 and not variants[0].guards
+                and (not variants[0].checks or _checks_hold(variants[0].checks))):
             return variants[0]
         with self._lock:
             entry = self._compile(args, leaves, key)
@@ -551,29 +790,46 @@ class Compiled:
             variants = self._cache.setdefault(key, [])
             same = [e for e in variants if e.source == entry.source]
             if same:
-                return same[0]
+                self._forget_callers()
+                return _reuse(same[0], entry)
             variants.append(entry)
             return entry
 
     def lower(self, *args):
-        """The optimized graph and the generated source for these arguments."""
+        """The optimized graph and the generated source for these arguments, and
+        ``python``, the generated function run as plain Python: it takes the flattened
+        arguments (0-d values as NumPy scalars) and, as a call of the compiled function
+        does, reads the values from outside them (captured arrays and floats, variables
+        of the enclosing scope, ``jt.random`` draws) at each call. It checks no guard and
+        writes no variable back: it returns the kernel's results."""
         entry = self._entry_for(args)
+        text = entry.graph.text()
+        if entry.capture_text:               # what is read at each call, guarded, frozen
+            text = text.rstrip("\n") + "\n" + entry.capture_text + "\n"
+        if entry.implicit:                   # what kernel() takes after the arguments
+            text = text.rstrip("\n") + "\n" + _kernel_inputs_text(entry)
         if self.target == "cuda":            # the driver is Python already
-            driver, consts = entry.built.dispatcher, tuple(entry.consts)
-            return Lowered(entry.graph.text(), entry.source,
-                           lambda *args: driver(*args, *consts))
-        namespace = {}                        # the generated module, run as plain Python
-        exec(compile(entry.source, f"<generated {self.name}>", "exec"), namespace)
-        py_func = namespace["kernel" if self.target == "cpu" else "driver"]
-        consts = tuple(entry.consts)
-        return Lowered(entry.graph.text(), entry.source,
-                       lambda *args: py_func(*args, *consts))
+            run = entry.built.dispatcher
+        else:
+            namespace = {}                    # the generated module, run as plain Python
+            exec(compile(entry.source, f"<generated {self.name}>", "exec"), namespace)
+            run = namespace["kernel" if self.target == "cpu" else "driver"]
+        consts, implicit = tuple(entry.consts), entry.implicit
+        if implicit:
+            return Lowered(text, entry.source,
+                           lambda *args: run(*args, *_implicit_inputs(implicit), *consts))
+        return Lowered(text, entry.source, lambda *args: run(*args, *consts))
 
     def kernel(self, *args):
         """The Numba dispatcher for these arguments' signature, callable from njit code.
 
-        It takes the flattened array arguments in order (0-d values as scalars), then
-        the values of the variables the function reads from its enclosing scope, and
+        It takes the flattened array (and Python float) arguments in order (0-d values
+        as NumPy scalars), then the values read from outside them, which the caller
+        passes: the current values of the variables the function reads from its
+        enclosing scope, its captured arrays and floats, and arrays standing for its
+        ``jt.random`` draws, in the order the ``# kernel inputs after the arguments``
+        line of ``lower(*args).graph`` names them (none when it has no such line).
+        ``lower(*args).python`` takes the arguments alone and reads the rest itself. It
         returns a tuple: ``(value, grad_0, ...)`` for value_and_grad, ``(grad_0, ...)``
         for grad, the flattened results for function; then the new values of assigned
         variables and the branch conditions (see ``lower().graph``). Graph constants that
@@ -584,11 +840,7 @@ class Compiled:
             return entry.built.dispatcher
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
-            import numba
-            options = {k: v for k, v in entry.built.dispatcher.targetoptions.items()
-                       if k not in ("cache", "nopython")}   # (njit sets nopython itself)
-            inner = numba.njit(cache=entry.built.cached, **options)(
-                entry.built.dispatcher.py_func)
+            inner = build.new_dispatcher(entry.built)
             entry.user_kernel = _bind_consts(entry, inner) if entry.consts else inner
         return entry.user_kernel
 
@@ -596,9 +848,132 @@ class Compiled:
         return f"<jittape compiled {self.mode} of {self.name}>"
 
 
+# Compiled functions by what makes two wrappers equivalent (see _share_key), held
+# weakly; the most recently made or found are held strongly too, so that a wrapper
+# created and dropped at every step is found again at the next.
+_SHARED = weakref.WeakValueDictionary()
+_RECENT = collections.OrderedDict()
+_KEEP = 64
+_SHARED_LOCK = threading.Lock()
+
+
+def _keep(key, compiled):
+    """Hold ``compiled`` among the most recent (under _SHARED_LOCK)."""
+    _RECENT[key] = compiled
+    _RECENT.move_to_end(key)
+    if len(_RECENT) > _KEEP:
+        _RECENT.popitem(last=False)
+
+
+def _share_key(fn, mode, argnums, has_aux, target, static_argnums):
+    """What two wrappers must have in common to share their compiled code: the
+    function's code object, its closure cells and globals dict (by identity: the values
+    they hold are read at each call), its defaults (Python numbers and strings by
+    value, anything else by identity), the bound object of a method, and the options.
+    None for a callable that is not a Python function or method. The objects named by
+    identity stay alive while the key is in use: the compiled function holds its
+    function, which holds them."""
+    bound = None
+    if fn.__class__ is types.MethodType:
+        bound, fn = id(fn.__self__), fn.__func__
+    if fn.__class__ is not types.FunctionType:
+        return None
+    cells = fn.__closure__
+    kwdefaults = fn.__kwdefaults__
+    # (and the disk cache in use: as the table of loaded kernels, build._TABLE, does)
+    key = (config.disk_cache, os.environ.get("JITTAPE_CACHE_DIR"),
+           fn.__code__, id(fn.__globals__), tuple(map(id, cells)) if cells else (),
+           _default_key(fn.__defaults__ or ()),
+           tuple((k, _default_key((v,))) for k, v in sorted(kwdefaults.items()))
+           if kwdefaults else (), bound, mode,
+           argnums if argnums.__class__ is int else ("tuple",) + tuple(argnums)
+           if isinstance(argnums, (tuple, list)) else id(argnums),
+           bool(has_aux), target,
+           static_argnums if static_argnums.__class__ is int else ("tuple",) + tuple(static_argnums)
+           if isinstance(static_argnums, (tuple, list)) else id(static_argnums))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _signature_change(old, new, sizes=False):
+    """What differs between two signature keys, in words (``sizes``: the variant was
+    traced for sizes the others could not serve)."""
+    if old is None:
+        return "the signature was new"
+    if sizes:
+        return ("the variants traced before could not serve the sizes of the arguments "
+                "(a size computed from them was 1 when they were traced, or the code was "
+                "generated for the sizes seen)")
+    if old == new:
+        return ("a Python branch on a traced value (a guard) went the other way for the "
+                "same signature")
+    if old[0] != new[0] or len(old[2]) != len(new[2]):
+        return "the arguments' structure changed (their number, nesting or leaves)"
+    counts = [1 if td is None else td.num_leaves for td in new[0]]
+    argnum = [i for i, n in enumerate(counts) for _ in range(n)]
+    changes = []
+    for k, (ka, kb, a, b) in enumerate(zip(old[1], new[1], old[2], new[2])):
+        if ka == kb and a == b:
+            continue
+        where = f"argument {argnum[k]}" + (f" (leaf {k})" if counts[argnum[k]] > 1 else "")
+        if ka != kb:
+            changes.append(f"{where} changed kind: {_part_text(ka, a)} -> {_part_text(kb, b)}")
+            continue
+        if ka == "static":
+            changes.append(f"{where} is a static value: {a[-1]!r} -> {b[-1]!r}")
+            continue
+        da, db = a[ka == "variable"], b[ka == "variable"]       # (a Variable's: "V", dtype)
+        if da != db:
+            changes.append(f"{where} changed dtype: {np.dtype(da).name} -> {np.dtype(db).name}")
+        if len(a[-1]) != len(b[-1]):
+            changes.append(f"{where} changed rank: {len(a[-1])} -> {len(b[-1])}")
+        elif a[-1] == b[-1]:
+            continue
+        elif all(x.__class__ is bool for x in a[-1] + b[-1]):
+            axes = [j for j, (x, y) in enumerate(zip(a[-1], b[-1])) if x != y]
+            changes.append(f"{where} has a size-1 dimension where it had none or the reverse "
+                           f"(axis {', '.join(map(str, axes))})")
+        else:
+            changes.append(f"{where} changed size: {a[-1]} -> {b[-1]} (the function is keyed on "
+                           "exact sizes: it reads a size while tracing, x.shape or len(x), or "
+                           "a size computed from its arguments' sizes was 1)")
+    if old[3:5] != new[3:5]:
+        changes.append("jt.config.check_numerics or jt.config.parallel changed")
+    if old[5:] != new[5:]:
+        changes.append("a value read from outside the arguments changed (a guard)")
+    return "; ".join(changes) or "the signature changed"
+
+
+def _part_text(kind, part):
+    if kind == "static":
+        return f"the static value {part[-1]!r}"
+    if kind == "pyfloat":
+        return "a Python float"
+    if kind == "variable":
+        return f"a Variable of dtype {np.dtype(part[1]).name}"
+    name = np.dtype(part[0]).name
+    return f"{name} of rank {len(part[-1])}" if kind in ("array", "device") else f"a {name} scalar"
+
+
+def _default_key(values):
+    out = []
+    for v in values:
+        if v.__class__ is float:
+            out.append((float, v.hex()))             # -0.0 and 0.0 bake different constants
+        elif v is None or v.__class__ in (bool, int, str):
+            out.append((v.__class__, v))
+        else:
+            out.append(("id", id(v)))
+    return tuple(out)
+
+
 def _fast_leaf(a):
-    """Whether the fast path takes ``a`` as a kernel argument by its class alone."""
-    return a.__class__ in _NUMPY_SCALARS or (a.__class__ is _ndarray and a.ndim > 0)
+    """Whether the fast path takes ``a`` as a kernel argument by its class alone (a
+    Python float is a float64 input)."""
+    return a.__class__ in _FAST_SCALARS or (a.__class__ is _ndarray and a.ndim > 0)
 
 
 def _fast_tree(a):
@@ -663,7 +1038,7 @@ def _execute(entry, inputs):
                 entry.kernel.disable_compile()
 
 
-_LAYOUT_LOCK = threading.Lock()
+_LAYOUT_LOCK = build.LAYOUT_LOCK    # (shared with kernels of other functions)
 
 
 def _inputs(leaves, kinds):
@@ -674,12 +1049,260 @@ def _inputs(leaves, kinds):
         elif kind == "scalar":
             out.append(leaf)
         elif kind == "pyfloat":
-            out.append(np.float32(leaf))
+            out.append(leaf)
         elif kind == "variable":
             out.append(leaf._value)
         elif kind == "device":
             out.append(leaf)
     return out
+
+
+# -- values read from outside the arguments -------------------------------------------
+
+# what a captured value may be to be read at each call or guarded (hashable values are
+# compared by value; anything else the function reads was frozen when it was traced)
+_GUARDED = (bool, int, float, str, bytes, type(None), tuple, np.integer, np.bool_, np.floating)
+# functions are guarded by identity (what they compute went into the graph); their own
+# globals stay frozen (see the module docstring)
+_BY_IDENTITY = (types.FunctionType, types.MethodType, functools.partial)
+
+
+def _captured_values(fn):
+    """The values ``fn`` reads from its closure cells and from the globals it names (the
+    names of its nested code objects too: lambdas, comprehensions; not those of the
+    functions it calls), for the trace (``trace.CapturedValues``); None for a callable
+    that is not a Python function."""
+    while isinstance(fn, Compiled):
+        fn = fn.fn
+    fn = getattr(fn, "__func__", fn)              # a bound method: its function
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return None
+    captures = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:                        # a cell not bound yet
+            continue
+        if _capturable(value):
+            captures.append(Captured(name, cell, None, value))
+    codes, names, literals = set(), set(), set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if c in codes:
+            continue
+        codes.add(c)
+        names.update(c.co_names)
+        consts = list(c.co_consts)
+        while consts:
+            k = consts.pop()
+            if isinstance(k, types.CodeType):
+                stack.append(k)
+            elif k.__class__ is float:
+                literals.add(id(k))
+            elif isinstance(k, (tuple, frozenset)):
+                consts.extend(k)
+    scope = getattr(fn, "__globals__", None) or {}
+    for name in sorted(names):
+        value = scope.get(name, _MISSING)
+        if value is not _MISSING and _capturable(value):
+            captures.append(Captured(name, scope, name, value))
+    return CapturedValues(captures, codes, literals)
+
+
+def _capturable(value):
+    if value.__class__ is _ndarray or isinstance(value, Tensor):
+        return True
+    if isinstance(value, (Compiled,) + _BY_IDENTITY):   # a helper it calls: rebinding
+        return True                                # the name to another one traces again
+    if not isinstance(value, _GUARDED):
+        return False
+    if isinstance(value, tuple):                  # a shape, a few options: compared
+        if len(value) > 32:
+            return False
+        try:
+            hash(value)
+        except TypeError:
+            return False
+    return True
+
+
+def _capture_checks(trace):
+    """What each captured value must be for a variant to apply: (capture, how, what).
+    ``array``: an input, of its dtype and in a set of shapes that all trace to this
+    graph (the code may have read a size as a Python int: ``W.shape[0]``, which no trace
+    sees; a new shape traces again, and compiles only if the graph differs);
+    ``float``/``scalar``: an input, of its
+    class; ``value``: a constant of the graph (an int, a string, a float that is not an
+    operand of the function's own ops), of its class and in a set of values that all
+    trace to this graph; ``same``: an array or tensor used otherwise than as an operand
+    (its values went into the graph), that very object."""
+    captured = trace.captured
+    if captured is None:
+        return []
+    checks = []
+    for c in captured.all:
+        v = c.value
+        if c.var is not None and not c.concrete:
+            if v.__class__ is float:
+                checks.append((c, "float", float))
+            elif isinstance(v, np.generic):
+                checks.append((c, "scalar", v.__class__))
+            else:
+                checks.append((c, "array", (v.dtype, {v.shape})))
+        elif v.__class__ is _ndarray or isinstance(v, (Tensor, Compiled) + _BY_IDENTITY):
+            checks.append((c, "same", v))
+        else:
+            checks.append((c, "value", (v.__class__, {v})))
+    return checks
+
+
+def _checks_hold(checks):
+    """Whether the captured values are what a variant was traced for (the full path;
+    ``_caller`` spells the same checks out for the fast path)."""
+    for c, how, what in checks:
+        try:
+            v = c.read()
+        except (KeyError, ValueError):            # deleted: tracing again says so
+            return False
+        cls = v.__class__
+        if how == "array":
+            if cls is not _ndarray or v.dtype != what[0] or v.shape not in what[1]:
+                return False
+        elif how == "value":
+            try:
+                if cls is not what[0] or v not in what[1]:
+                    return False
+            except TypeError:                     # (a tuple now holding a list)
+                return False
+        elif how == "same":
+            if v is not what:
+                return False
+        elif cls is not what:
+            return False
+    return True
+
+
+def _merge_checks(entry, new):
+    """An entry traced again for other captured values gave the same graph: the values
+    of ``new`` join the entry's accepted ones (True), or, where they cannot (another
+    class, another object), the caller replaces the entry (False)."""
+    if len(entry.checks) != len(new.checks):
+        return False
+    for (c, how, what), (c2, how2, what2) in zip(entry.checks, new.checks):
+        if c.name != c2.name or how != how2:
+            return False
+        if how in ("value", "array") and what[0] != what2[0]:     # a class, a dtype
+            return False
+        if how == "same" and what is not what2:
+            return False
+    for (c, how, what), (_, _, what2) in zip(entry.checks, new.checks):
+        if how in ("value", "array"):
+            if len(what[1]) >= 256:              # a value that changes every call: bounded
+                what[1].clear()
+            what[1].update(what2[1])
+    return True
+
+
+def _reuse(entry, new):
+    """``entry``, whose graph ``new`` traced again (for other captured values, or where
+    a branch condition rounds differently from NumPy's), made to take what ``new`` was
+    traced for: its captured values join the accepted ones or replace them, and its
+    first run uses the random numbers that ``new``'s trace drew."""
+    if new.checks and not _merge_checks(entry, new):
+        entry.checks, entry.capture_text = new.checks, new.capture_text
+        entry.caller = None                   # it spelled out the old checks
+    for mine, theirs in zip(entry.implicit, new.implicit):
+        if isinstance(mine, RandomDraw) and isinstance(theirs, RandomDraw):
+            mine.first = theirs.first
+    return entry
+
+
+def _kernel_inputs_text(entry):
+    """The line of ``lower().graph`` naming the kernel inputs that follow the flattened
+    arguments (what a caller of ``kernel()`` passes after them), in order."""
+    names = []
+    for src, var in zip(entry.implicit, entry.graph.inputs[-len(entry.implicit):]):
+        if isinstance(src, Variable):
+            what = f"variable {src.name!r}"
+        elif isinstance(src, RandomDraw):
+            what = f"a jt.random draw of shape {src.shape}"
+        else:
+            what = src.label()
+        names.append(f"{var!r} = {what}")
+    return "# kernel inputs after the arguments: " + ", ".join(names) + "\n"
+
+
+def _implicit_inputs(implicit):
+    """The kernel inputs read from outside the arguments, at this call."""
+    out = []
+    for src in implicit:
+        if isinstance(src, Variable):
+            out.append(src._value)
+        else:
+            value = src.read()
+            out.append(value[()] if value.__class__ is _ndarray and not value.ndim else value)
+    return out
+
+
+def _capture_text(trace, checks):
+    """The line of ``lower().graph`` that says what the compiled code reads at each call,
+    what it guards and what it froze."""
+    if trace.captured is None and not trace.implicit:
+        return ""
+    read, guarded = [], []
+    for src in trace.implicit:
+        if isinstance(src, Variable):
+            read.append(f"variable {src.name!r}")
+    draws = sum(isinstance(src, RandomDraw) for src in trace.implicit)
+    for c, how, what in checks:
+        if how in ("array", "float", "scalar"):
+            read.append(f"{c.label()}: {how} input")
+        elif how == "value":
+            guarded.append(f"{c.label()} == {c.value!r}")
+        else:
+            guarded.append(f"{c.label()} is the {type(c.value).__name__} it was traced with")
+    if draws:
+        read.append(f"{draws} jt.random draw{'s' * (draws != 1)}, drawn anew")
+    return ("# captured values: read at each call: " + (", ".join(read) or "none")
+            + "; guarded (another value traces again): " + (", ".join(guarded) or "none")
+            + "; frozen when traced: attributes (self.w, module.x), items of containers, "
+            "and the globals of the functions it calls")
+
+
+def _global_random_state():
+    """A fingerprint of NumPy's and the random module's global generators (compared
+    around a trace; another thread drawing meanwhile would make a false alarm)."""
+    state = np.random.get_state()
+    return state[1].tobytes(), state[2:], _pyrandom.getstate()
+
+
+_RANDOM_WARNED = set()
+
+
+def _warn_global_random(fn, mode, name, op_line=None):
+    """Once per line: the trace drew from np.random / random, so its numbers are
+    constants of the compiled code. The warning points to the first op traced after
+    NumPy's generator moved (``op_line``), else to the line calling the function."""
+    from .errors import user_frame
+    where = op_line or user_frame()
+    if where in _RANDOM_WARNED:
+        return
+    _RANDOM_WARNED.add(where)
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    defined = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code else ""
+    drawn = ("drew from np.random before the op on this line" if op_line else
+             "drew from np.random or random")
+    message = (f"{mode}({name}){defined} {drawn} while it was traced: the numbers drawn are "
+               "constants of the compiled code, the same at every call. Draw with "
+               "jt.random (jt.random.uniform, jt.random.normal: drawn anew at each call), "
+               "or pass the random values as arguments")
+    if where is None:
+        warnings.warn(message, UserWarning, stacklevel=2)
+        return
+    filename, _, line = where.rpartition(":")
+    warnings.warn_explicit(message, UserWarning, filename, int(line))
 
 
 def _as_tracer(trace, x, mode, name):
@@ -850,7 +1473,6 @@ def _caller(entry, args, generic):
     n = len(args)
     names = [f"a{k}" for k in range(n)]
     consts = [f"c{k}" for k in range(len(entry.consts))]
-    captured = [f"V{k}._value" for k in range(len(entry.captures))]
     namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
                      generic=generic, SignatureMismatch=SignatureMismatch,
                      SizeMismatch=SizeMismatch)
@@ -859,6 +1481,8 @@ def _caller(entry, args, generic):
     for k, a in enumerate(args):
         _access(f"a{k}", a, checks, guard, leaves)
     namespace.update(checks)
+    captured, held = _implicit_code(entry, namespace)
+    guard += held
     expr = getattr(entry.pack, "expr", None)
     if expr is None:
         expr = "pack(out)"
@@ -898,6 +1522,48 @@ def _caller(entry, args, generic):
               f"    return generic(self, *({given}))"]
     exec(compile("\n".join(lines) + "\n", "<jittape caller>", "exec"), namespace)
     return namespace["__call__"]
+
+
+def _implicit_code(entry, namespace):
+    """For ``_caller``: the kernel arguments that read the values from outside the
+    arguments (captured variables, arrays and floats, random draws) and the conditions
+    the captured values must meet (``_checks_hold``, spelled out: a load, a class test,
+    a set lookup or an identity test each). Names go into ``namespace``."""
+    conditions, reads = [], {}
+    for j, (c, how, what) in enumerate(entry.checks):
+        namespace[f"Q{j}"] = c.where
+        read = f"Q{j}.cell_contents" if c.key is None else f"Q{j}[{c.key!r}]"
+        if how == "array":                 # its dtype: Numba checks it
+            # the array it was traced with (the entry held it as a constant before)
+            # passes on one identity test; another one of an accepted shape on more
+            namespace[f"QK{j}"], namespace["ndarray"] = c.value, _ndarray
+            namespace[f"QS{j}"] = what[1]       # (a set that grows: see _merge_checks)
+            conditions.append(f"((q{j} := {read}) is QK{j} or (q{j}.__class__ is ndarray "
+                              f"and q{j}.shape in QS{j}))")
+            reads[id(c)] = f"q{j}" + ("" if c.value.ndim else "[()]")
+        elif how == "same":
+            namespace[f"QV{j}"] = what
+            conditions.append(f"{read} is QV{j}")
+        else:
+            if how == "value":                # the traced object: one identity test
+                namespace[f"QK{j}"], namespace[f"QC{j}"] = c.value, what[0]
+                namespace[f"QS{j}"] = what[1]       # (a set that grows: see _merge_checks)
+                conditions.append(f"((q{j} := {read}) is QK{j} or (q{j}.__class__ is QC{j} "
+                                  f"and q{j} in QS{j}))")
+            else:
+                namespace[f"QC{j}"] = what
+                conditions.append(f"(q{j} := {read}).__class__ is QC{j}")
+            reads[id(c)] = f"q{j}"
+    exprs = []
+    for src in entry.implicit:
+        if isinstance(src, Variable):
+            exprs.append(f"V{[v is src for v in entry.captures].index(True)}._value")
+        elif isinstance(src, RandomDraw):
+            namespace[f"R{len(exprs)}"] = src.read
+            exprs.append(f"R{len(exprs)}()")
+        else:
+            exprs.append(reads[id(src)])
+    return exprs, conditions
 
 
 def _numpy(x, dtype):
@@ -991,22 +1657,26 @@ def _structured_outputs(compiled, trace, results, aux, groups):
 # -- the public decorators ---------------------------------------------------------------
 
 def _decorator(mode):
-    def make(fn=None, argnums=0, has_aux=False, target="cpu"):
+    def make(fn=None, argnums=0, has_aux=False, target="cpu", static_argnums=()):
         if fn is None:
-            return lambda f: Compiled(f, mode, argnums, has_aux, target)
-        return Compiled(fn, mode, argnums, has_aux, target)
+            return lambda f: Compiled(f, mode, argnums, has_aux, target, static_argnums)
+        return Compiled(fn, mode, argnums, has_aux, target, static_argnums)
     make.__name__ = mode
-    make.__doc__ = f"Compile ``fn`` to its {mode.replace('_', ' ')} (see API.md)."
+    make.__doc__ = (f"Compile ``fn`` to its {mode.replace('_', ' ')} (see API.md). The "
+                    "arguments named in ``static_argnums`` are constants of the compiled "
+                    "code (part of its signature, hashable) rather than run-time inputs.")
     return make
 
 
-def function(fn=None, target="cpu"):
+def function(fn=None, target="cpu", static_argnums=()):
     """Compile ``fn`` as it is: tapes, gradients and ``Variable.assign*`` inside it run
     in the compiled code, and variables it reads from its enclosing scope become inputs
-    (their assignments are written back after each call). See API.md."""
+    (their assignments are written back after each call). The arguments named in
+    ``static_argnums`` are constants of the compiled code (part of its signature,
+    hashable) rather than run-time inputs. See API.md."""
     if fn is None:
-        return lambda f: Compiled(f, "function", target=target)
-    return Compiled(fn, "function", target=target)
+        return lambda f: Compiled(f, "function", target=target, static_argnums=static_argnums)
+    return Compiled(fn, "function", target=target, static_argnums=static_argnums)
 
 
 grad = _decorator("grad")

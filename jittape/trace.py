@@ -12,12 +12,13 @@ use it in a way no graph can see (``range(x.shape[0])``), so such a trace is mar
 ``reads_sizes`` and the caller keys its graph on the exact sizes.
 """
 
+import os
 import sys
 
 import numpy as np
 
 from . import ir
-from .errors import JittapeError, at_user_line, user_frame
+from .errors import _PACKAGE_DIR, JittapeError, at_user_line, user_frame
 from .ir import Dim, Var
 from .ops import core
 from .ops.core import Aval
@@ -42,6 +43,7 @@ class Trace:
         self.nodes = []
         self.checks = {}           # (expr, expr) -> message: sizes that must be equal
         self.reads_sizes = False
+        self.weak = set()          # ids of Vars typed weakly, as a Python float is (see bind)
         self.where = None          # set while the backward pass runs: the forward op's line
         self.input_values = []     # this call's values of the inputs (for guards)
         self.variables = {}        # Variable id -> _VariableState, in order of first use
@@ -50,6 +52,14 @@ class Trace:
         self._values = {}          # Var id -> value computed while tracing (guards)
         self._tapes = []           # the tapes that were recording outside this trace
         self._next = 0
+        # values read from outside the arguments (see CapturedValues): inputs after the
+        # arguments, in order: Variables, captured arrays and floats, random draws
+        self.captured = None
+        self.implicit = []
+        # while the user's function runs: NumPy's global generator's position, and the
+        # line of the first op after it moved (a draw from np.random: see jit.py)
+        self.random_mark = None
+        self.random_where = None
 
     # -- values ------------------------------------------------------------------
     def new_var(self, shape, dtype, node=None):
@@ -75,6 +85,8 @@ class Trace:
         state = self.variables.get(variable._id)
         if state is None:
             var = self.add_input(variable._value, len(self.inputs), exact=True)._var
+            if argument is None:
+                self.implicit.append(variable)
             state = self.variables[variable._id] = _VariableState(variable, var, argument)
             self.read_owner[var.id] = variable
         return state
@@ -119,8 +131,14 @@ class Trace:
         return variable
 
     def const(self, value):
-        """A graph constant for a NumPy value (one Var per distinct array object)."""
+        """A graph constant for a NumPy value (one Var per distinct array object); an
+        array the traced function read from its closure or globals is an input instead,
+        read at each call (see CapturedValues)."""
         key = id(value)
+        if self.captured is not None:
+            found = self.captured.arrays.get(key)
+            if found is not None and found.value is value:
+                return self.captured_input(found)
         found = self._const_ids.get(key)
         if found is not None and found.value is value:
             return found.var
@@ -131,13 +149,39 @@ class Trace:
         self._const_ids[key] = c
         return var
 
+    def captured_input(self, captured):
+        """The input that holds a captured value (an array, a NumPy scalar or a Python
+        float, see CapturedValues) at each call; made at its first use."""
+        if captured.var is None:
+            value = captured.value
+            if value.__class__ is float:       # weak, as the Python float it stands for
+                t = self.add_input(np.float64(value), len(self.inputs))
+                self.weak.add(t._var.id)
+            else:                              # any size: sizes are read at run time
+                t = self.add_input(value, len(self.inputs))
+            captured.var = t._var
+            self.implicit.append(captured)
+        return captured.var
+
+    def random_input(self, draw, value):
+        """A ``jt.random`` draw in a traced function: an input of its exact shape that
+        ``draw()`` fills anew at each call (the call being traced uses ``value``)."""
+        t = self.add_input(value, len(self.inputs), exact=True)
+        self.implicit.append(RandomDraw(draw, value))
+        return t
+
     # -- ops -----------------------------------------------------------------------
     def bind(self, prim, args, params):
         """Apply ``prim`` to traced arguments: record a node, return its tracer."""
+        if self.captured is not None:       # captured values stay symbolic: no folding
+            args = self.captured.operands(self, prim, args)
         if (not any(isinstance(a, (Tracer, Variable)) for a in args)
                 and not _symbolic(args, params) and not getattr(prim, "always_traced", False)
                 and not (tape_module.ACTIVE_TAPES and _watched_constant(args))):  # this thread's
             return _fold(prim, args, params)
+        weak_out = False
+        if self.weak:
+            args, weak_out = self._weak_operands(prim, args)
         inputs, avals = [], []
         for a in args:
             if isinstance(a, Tracer):
@@ -172,9 +216,35 @@ class Trace:
                 avals.append(_aval(var))
         aval = prim.abstract(*avals, **params)
         out = self._node(prim, inputs, params, aval)
+        if weak_out and out.dtype.kind == "f":
+            self.weak.add(out.id)
         if tape_module.ACTIVE_TAPES:
             tape_module.record_traced(prim, args, inputs, out, self)   # (this thread's tapes)
         return Tracer._of(out, self)
+
+    def _weak_operands(self, prim, args):
+        """Operands with weakly typed values (Python float arguments: float64 inputs,
+        and what is computed from them alone) cast to the dtype a Python float takes
+        beside the other operands (NumPy's rule: a float32 tensor stays float32), so the
+        op computes what the eager tape computes with the Python number; and whether
+        the result is weak too: Python's arithmetic on floats gives a float, but a
+        function of one (``jt.exp(lr)``, ``np.exp(lr)``) a float64 array, as eagerly."""
+        weak, strong = False, []
+        for a in args:
+            if isinstance(a, Tracer) and a._var.id in self.weak:
+                weak = True
+            elif isinstance(a, (Tensor, np.ndarray, np.generic)):
+                strong.append(a.dtype)
+        if not weak:
+            return args, False
+        if not strong:
+            return args, prim.name in _PYTHON_ARITHMETIC
+        dtype = np.result_type(*strong, 0.0)
+        if dtype == np.float64:
+            return args, False
+        from . import ops
+        return [ops.cast(a, dtype) if isinstance(a, Tracer) and a._var.id in self.weak else a
+                for a in args], False
 
     def _node(self, prim, inputs, params, aval=None):
         """Append ``prim(*inputs)`` (Vars and literals) to the graph; return its Var."""
@@ -185,6 +255,10 @@ class Trace:
         node = ir.Node(prim, inputs, params, out, self.where or user_frame())
         out.node = node
         self.nodes.append(node)
+        if self.random_mark is not None and self.random_where is None:
+            mark = _numpy_random_mark()
+            if mark != self.random_mark:      # np.random was drawn from since the last op
+                self.random_where = node.where
         return out
 
     def require_equal(self, op, a, b):
@@ -194,9 +268,10 @@ class Trace:
             where = self.where or user_frame()
             if eb == 1:
                 self.checks.setdefault((ea, eb), (
-                    "a size that was 1 when the function was traced is not 1 in this call; "
-                    "it broadcasts differently: call the function's .cache_clear() or pass "
-                    "arguments whose size-1 axes match") + (f" (at {where})" if where else ""))
+                    f"{op}: a size that was 1 when the function was traced is not 1 in this call, "
+                    "so it broadcasts differently (a compiled function traces again for such "
+                    "sizes; a kernel from .kernel() serves the sizes it was made for)")
+                    + (f" (at {where})" if where else ""))
                 return
             flat = lambda k: f"input{k}"                       # noqa: E731
             sizes = f"{ir.render_expr(ea, flat)} != {ir.render_expr(eb, flat)}"
@@ -292,6 +367,127 @@ class Trace:
         tape_module.thread_traces().remove(self)
         tape_module.TRACES.remove(self)
         tape_module.thread_tapes()[:] = self._tapes
+
+
+class Captured:
+    """A value the traced function reads from one of its closure cells (``where`` is the
+    cell, ``key`` None) or from its globals (``where`` is the dict, ``key`` the name).
+    ``var`` is the graph input that holds it at each call, once the trace used it."""
+
+    __slots__ = ("name", "where", "key", "value", "var", "concrete")
+
+    def __init__(self, name, where, key, value):
+        self.name = name
+        self.where = where
+        self.key = key
+        self.value = value
+        self.var = None
+        self.concrete = False      # a float also used as a Python value: guarded too
+
+    def read(self):
+        return self.where.cell_contents if self.key is None else self.where[self.key]
+
+    def label(self):
+        return f"{self.name} ({'closure' if self.key is None else 'global'})"
+
+
+class CapturedValues:
+    """The values a traced function reads besides its arguments, found by identity
+    among the operands of its ops. An array (or NumPy float scalar) becomes an input
+    read at each call; so does a Python float used as an operand of an elementwise op
+    by the function itself (a weak float64, as the number is). The rest is guarded by
+    the caller (compiled/jit.py)."""
+
+    def __init__(self, captures, codes, literals):
+        self.all = captures
+        self.codes = codes            # the function's code objects, nested ones included
+        self.arrays, self.floats = {}, {}
+        for c in captures:
+            v = c.value
+            if v.__class__ is np.ndarray or isinstance(v, np.floating):
+                self.arrays.setdefault(id(v), c)
+            elif v.__class__ is float and id(v) not in literals:
+                # (CPython shares equal float constants between the code objects of a
+                # module: a literal 2.0 in the function is the global 2.0 object)
+                self.floats.setdefault(id(v), c)
+
+    def operands(self, trace, prim, args):
+        """``args`` with captured arrays and floats as the tracers of their inputs."""
+        out = None
+        for i, a in enumerate(args):
+            cls = a.__class__
+            if cls is float:
+                c = self.floats.get(id(a))
+                if c is None or c.value is not a:
+                    continue
+                if "scalar" not in prim.lowerings or not _called_from(self.codes):
+                    c.concrete = True         # a literal of the graph: guarded
+                    continue
+            elif cls is np.ndarray or isinstance(a, np.floating):
+                c = self.arrays.get(id(a))
+                if c is None or c.value is not a:
+                    continue
+            else:
+                continue
+            if out is None:
+                out = list(args)
+            out[i] = Tracer._of(trace.captured_input(c), trace)
+        return args if out is None else out
+
+
+_MT_WORDS = []
+
+
+def _numpy_random_mark():
+    """Where NumPy's global generator (MT19937) stands: its position and first word,
+    read in place (a fraction of a microsecond; ``np.random.get_state()`` copies the
+    whole state). Only says where a draw happened: whether one did is decided by
+    comparing the whole states around the trace."""
+    if not _MT_WORDS:
+        try:
+            import ctypes
+            address = np.random.mtrand._rand._bit_generator.ctypes.state_address
+            _MT_WORDS.append((ctypes.c_uint32 * 625).from_address(address))
+        except Exception:                     # another NumPy: no line, the call's
+            _MT_WORDS.append(None)
+    words = _MT_WORDS[0]
+    return None if words is None else (words[624], words[0])
+
+
+def _called_from(codes):
+    """Whether the innermost frame outside jittape runs one of ``codes``."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<jittape") or
+                os.path.abspath(name).startswith(_PACKAGE_DIR + os.sep)):
+            return frame.f_code in codes
+        frame = frame.f_back
+    return False
+
+
+class RandomDraw:
+    """A ``jt.random`` draw made while tracing: ``read()`` draws anew (from the same
+    generator, with the same arguments, so a seed gives the eager sequence); its first
+    read gives the value the trace drew."""
+
+    __slots__ = ("draw", "first", "shape")
+
+    def __init__(self, draw, value):
+        self.draw = draw
+        self.first = value
+        self.shape = np.shape(value)
+
+    def read(self):
+        value, self.first = self.first, None
+        if value is None:
+            value = self.draw()
+        return value if value.ndim else value[()]
+
+
+# the primitives of Python's operators on numbers: on weak values, weak results
+_PYTHON_ARITHMETIC = frozenset(["add", "subtract", "multiply", "divide", "floor_divide", "mod",
+                                "power", "negative", "abs"])
 
 
 class _VariableState:
@@ -411,7 +607,9 @@ class Tracer(Tensor):
             f"{what} of a traced value: its value is only known when the compiled function "
             f"runs ({self._var.type_text()} computed by "
             f"{self._var.node.prim.name if self._var.node else 'an input'}). Compute with "
-            "jittape ops instead (jt.where for a choice between values)"))
+            "jittape ops instead (jt.where for a choice between values)"
+            + ("; a Python float argument is a run-time input: name it in static_argnums to "
+               "make it a constant" if self._var.id in self._trace.weak else "")))
 
     def numpy(self):
         self._concrete("numpy()")

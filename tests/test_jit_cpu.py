@@ -132,6 +132,7 @@ def test_loops_over_the_rows_of_a_softmax_share_one_loop(cache_dir, classes):
     # values in registers; 300: the rows' reductions on lanes, loops of their own. Both
     # as the tape, for batch sizes from one compile
     f = jt.value_and_grad(softmax_loss)
+    compiled = f.cache_info().compiles      # (the other case's wrapper is this one)
     rng = np.random.default_rng(3)
     w = rng.normal(size=(4, classes)).astype(np.float32)
     for n in (2, 5, 64):
@@ -141,7 +142,7 @@ def test_loops_over_the_rows_of_a_softmax_share_one_loop(cache_dir, classes):
         want_value, (want_g,) = eager_grads(softmax_loss, (w, x, labels), (0,))
         np.testing.assert_allclose(value, want_value, rtol=1e-5)
         np.testing.assert_allclose(g, want_g, rtol=1e-4, atol=1e-6)
-    assert f.cache_info().compiles == 1
+    assert f.cache_info().compiles == compiled + 1
     kernel = f.lower(w, x, labels).source.split("def kernel")[1]
     if classes == 7:
         assert "# one loop over the rows" in kernel
@@ -198,11 +199,11 @@ def test_the_fast_call_path_serves_each_signature_it_compiled(cache_dir):
     assert value == 3
     info = f.cache_info()
     assert info.traces == 2 and info.compiles == 2 and info.hits == 5
-    with pytest.raises(TypeError):             # a missing argument reaches the function
-        f(x32)
+    with pytest.raises(TypeError, match=r"argnums=\(0, 1\) is out of range for a call with 1 "):
+        f(x32)                                 # (checked before tracing: no trace)
     f.cache_clear()
     f(x32, y32)
-    assert f.cache_info().traces == 4
+    assert f.cache_info().traces == 3
 
 
 def test_the_fast_call_path_takes_dicts_lists_and_tuples_of_arrays(cache_dir, monkeypatch):
@@ -262,15 +263,19 @@ def test_the_fast_call_path_returns_numpy_scalars_of_the_graph_dtype(cache_dir):
     assert np.isnan(ga) and gb == np.inf
 
 
-def test_python_scalars_are_part_of_the_signature(cache_dir):
+def test_python_floats_and_numpy_scalars_are_inputs_python_ints_part_of_the_signature(
+        cache_dir):
     f = jt.grad(lambda x, scale: scale * jt.sum(x * x))
     x = np.ones(3)
     np.testing.assert_array_equal(f(x, 2.0), 4 * x)
     np.testing.assert_array_equal(f(x, 3.0), 6 * x)
-    assert f.cache_info().traces == 2
+    assert f.cache_info().traces == 1
     np.testing.assert_array_equal(f(x, np.float64(5.0)), 10 * x)   # a NumPy scalar: an input
     np.testing.assert_array_equal(f(x, np.float64(7.0)), 14 * x)
-    assert f.cache_info().traces == 3
+    assert f.cache_info().traces == 2
+    np.testing.assert_array_equal(f(x, 2), 4 * x)                   # an int: a constant
+    np.testing.assert_array_equal(f(x, 3), 6 * x)
+    assert f.cache_info().traces == 4
 
 
 def test_reading_a_size_while_tracing_never_reuses_a_stale_one(cache_dir):
@@ -374,21 +379,22 @@ def test_after_a_load_from_the_disk_numba_compiles_as_ever(tmp_path):
 
 
 def test_a_kernel_from_the_disk_compiles_new_layouts_in_full(cache_dir):
-    """A dispatcher loaded from the disk loads lean; a signature it must compile (here
-    a Fortran-ordered argument) compiles with all of Numba, in the same process."""
+    """A signature a kernel must compile after its first call (here a Fortran-ordered
+    argument) compiles, for every wrapper of its graph. (Loaded from the disk in a new
+    process, then compiling a new layout: tests/test_cache.py.)"""
     def loss(w, x):
         return jt.mean(jt.tanh(x @ w) ** 2 + jt.maximum(x @ w, 0.5))
 
     w, x = np.ones(3), np.arange(12.0).reshape(4, 3) / 10
     first = jt.value_and_grad(loss)
     want = first(w, x)
-    again = jt.value_and_grad(loss)                 # the same graph: from the disk
+    again = jt.value_and_grad(loss)                 # the same graph: the same kernel
     got = again(w, x)
-    assert again.cache_info().disk_hits == 1
+    assert sum(f.cache_info().compiles for f in {first, again}) == 1
     np.testing.assert_array_equal(got[1], want[1])
     fortran = again(w, np.asfortranarray(x))
     np.testing.assert_allclose(fortran[1], want[1], rtol=1e-12)
-    third = jt.value_and_grad(loss)                 # its first call compiles, from the disk
+    third = jt.value_and_grad(loss)                 # its first call compiles a layout
     fortran = third(w, np.asfortranarray(x[:, ::-1])[:, ::-1])
     np.testing.assert_allclose(fortran[1], want[1], rtol=1e-12)
 
@@ -543,7 +549,7 @@ def test_a_size_mismatch_names_the_check_that_failed(cache_dir):
 
 
 def test_no_numba_traceback_for_a_bad_argnums(cache_dir):
-    with pytest.raises(TypeError, match="argnums=2"):
+    with pytest.raises(ValueError, match="argnums=2"):
         jt.grad(lambda x: jt.sum(x), argnums=2)(np.ones(2))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

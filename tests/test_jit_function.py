@@ -129,7 +129,7 @@ def test_assigning_a_value_of_another_shape_names_the_variable_and_the_shapes():
         jt.function(lambda x: v.assign(x))(np.zeros(4))
 
 
-def test_python_numbers_are_part_of_the_signature_numpy_scalars_are_inputs():
+def test_python_floats_and_numpy_scalars_are_inputs_python_ints_part_of_the_signature():
     w = jt.Variable(np.ones(2, np.float32))
 
     @jt.function
@@ -139,14 +139,18 @@ def test_python_numbers_are_part_of_the_signature_numpy_scalars_are_inputs():
 
     scale(2.0)
     scale(2.0)
+    scale(3.0)                                 # a Python float: a run-time input
     assert scale.cache_info().traces == 1
-    scale(3.0)                                 # a new Python float: a new signature
-    assert scale.cache_info().traces == 2
+    assert w.dtype == np.float32               # (and it never widens a float32 value)
     np.testing.assert_array_equal(w.numpy(), [12.0, 12.0])
     for lr in (0.5, 0.25, 2.0):                # NumPy scalars are run-time inputs
         scale(np.float32(lr))
-    assert scale.cache_info().traces == 3
+    assert scale.cache_info().traces == 2
     np.testing.assert_array_equal(w.numpy(), [3.0, 3.0])
+    scale(2)                                   # a Python int: part of the signature
+    scale(3)
+    assert scale.cache_info().traces == 4
+    np.testing.assert_array_equal(w.numpy(), [18.0, 18.0])
 
 
 def test_python_values_in_the_result_are_kept():

@@ -56,6 +56,8 @@ def test_a_costly_loop_traced_large_gets_a_parallel_version():
     cheap = jt.value_and_grad(lambda x: jt.reduce_sum(x * 2.0 + 1.0))
     assert "prange" not in _source(cheap, big)
     small = jt.value_and_grad(chain)      # traced small: no second compile of the loop
+    assert small is f                     # (one object per function and options:
+    small.cache_clear()                   # forget what it traced large)
     assert "prange" not in _source(small, np.ones(1000, np.float32))
 
 
@@ -87,6 +89,7 @@ def test_the_same_bits_on_any_number_of_threads(fn, shape, threads):
 
 def test_small_calls_take_the_serial_loop_with_its_results():
     f = jt.value_and_grad(chain)
+    f.cache_clear()                   # (the wrapper of the tests above: trace it anew)
     f(np.ones(cpu.PARALLEL_ELEMENTS, np.float32))          # traced large
     assert "prange" in _source(f, np.ones(cpu.PARALLEL_ELEMENTS, np.float32))
     x = np.linspace(-3, 3, 1000, dtype=np.float32)

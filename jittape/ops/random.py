@@ -62,6 +62,16 @@ entropy when first needed; results are then not reproducible (as in TF).
 Only the NumPy array helpers (``_uniform_array``, ``_normal_array``,
 ``_glorot_uniform_array``) are used by the public functions, which wrap the
 array with ``jittape.tensor.constant`` (imported lazily).
+
+In compiled code
+----------------
+In a function being traced, a draw is an input of the compiled code
+(``Trace.random_input``), drawn again with the same arguments by the host before
+every call of the kernel: the op-seed stream and the emulated kernel cache
+advance exactly as they do eagerly, so after ``set_seed(s)`` a compiled function
+returns the numbers the eager function returns. (Philox in generated code would
+save the host draw, but would have to reproduce glibc's ``logf``/``sincosf`` to
+give these numbers.)
 """
 
 import math
@@ -70,6 +80,8 @@ import random as _pyrandom
 import threading
 
 import numpy as np
+
+from . import core
 
 __all__ = ["set_seed", "get_seed", "uniform", "normal", "glorot_uniform"]
 
@@ -565,6 +577,19 @@ def _to_tensor(arr):
     return constant(arr)
 
 
+def _drawn(make, *args):
+    """``make(*args)`` as a tensor. In a function being compiled the draw is an input of
+    the compiled code that is drawn anew, with these arguments, at every call (a
+    constant would repeat the first draw forever): the generator advances as it does
+    eagerly, so a seed gives the same sequence of values compiled and eager."""
+    value = make(*args)
+    if core.TRACES:
+        trace = core.current_trace()
+        if trace is not None:
+            return trace.random_input(lambda: make(*args), value)
+    return _to_tensor(value)
+
+
 def uniform(shape, minval=0, maxval=None, dtype=np.float32, seed=None):
     """Uniform random values in ``[minval, maxval)``, like ``tf.random.uniform``.
 
@@ -576,12 +601,12 @@ def uniform(shape, minval=0, maxval=None, dtype=np.float32, seed=None):
     the same seed continue the same stream; reset by ``set_seed``).
     Consumes one op seed from the ``set_seed`` stream when ``seed`` is None.
     """
-    return _to_tensor(_uniform_array(shape, minval, maxval, dtype, seed))
+    return _drawn(_uniform_array, shape, minval, maxval, dtype, seed)
 
 
 def normal(shape, mean=0.0, stddev=1.0, dtype=np.float32, seed=None):
     """Normal random values, like ``tf.random.normal`` (float32/float64)."""
-    return _to_tensor(_normal_array(shape, mean, stddev, dtype, seed))
+    return _drawn(_normal_array, shape, mean, stddev, dtype, seed)
 
 
 def glorot_uniform(shape, dtype=np.float32, seed=None):
@@ -593,4 +618,4 @@ def glorot_uniform(shape, dtype=np.float32, seed=None):
     an unseeded ``tf.keras`` (Keras 2) Dense layer does when it builds its
     kernel.
     """
-    return _to_tensor(_glorot_uniform_array(shape, dtype, seed))
+    return _drawn(_glorot_uniform_array, shape, dtype, seed)
