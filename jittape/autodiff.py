@@ -158,8 +158,12 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
             rows.append(None)
             continue
         if ct is None:
-            ct = ops.zeros_like(w)
-        elif ct.dtype != w.dtype:
+            # every row is zero: nothing depends on the loop index, so there is no loop
+            # to stack rows in; the whole block is zeros
+            rows.append(ops.broadcast_to(ops.expand_dims(ops.zeros_like(w), 0),
+                                         (count,) + tuple(w._var.shape)))
+            continue
+        if ct.dtype != w.dtype:
             ct = ops.cast(ct, w.dtype)
         rows.append(trace.bind(LOOP_STACK, [ct], {"count": count}))
     return rows

@@ -26,3 +26,14 @@ def cache_dir(tmp_path, monkeypatch):
     path = tmp_path / "cache"
     monkeypatch.setenv("JITTAPE_CACHE_DIR", str(path))
     return path
+
+
+# Hypothesis keeps no example database, and its other files (a cache of constants) go
+# to the temp directory, not into the working tree; the property tests are
+# derandomized or print what reproduces a failure instead.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "jittape-hypothesis"))
+_hypothesis_settings.register_profile("jittape", database=None)
+_hypothesis_settings.load_profile("jittape")

@@ -1,0 +1,1109 @@
+"""A graph fuzzer: random programs built from the op registry, each checked four ways.
+
+Every program is a small loss function written with jittape's public API (printed as
+Python source when it fails, so a failure can be pasted into a file and rerun). It
+mixes broadcasting, size-1 and zero-size dimensions, float32/float64 and integer
+inputs, views (slices, transposes, reshapes, new axes, int and int-array indexing),
+reductions over random axes, matmul/dot/einsum, a Python ``if`` on a traced value (a
+guard), ``jt.custom_gradient``, and one of three uses:
+
+- ``grad``: the eager tape's value and gradients = the generated Python run without
+  Numba (``lower(...).python``) = central finite differences (float64 programs);
+- ``hessian``: a nested tape's Hessian-vector product = ``jt.hessian``'s generated
+  Python = finite differences of the eager gradient;
+- ``function``: a ``jt.function`` step with a tape and ``Variable.assign_sub``, eager =
+  generated Python = a step along the finite-difference gradient.
+
+One program in ``COMPILE_EVERY`` is also compiled with Numba, and one of those in
+``CUDA_EVERY`` runs on ``target="cuda"`` (Numba's simulator under the tests) where
+every op of its graph has a CUDA lowering.
+
+The op table is derived from the registry: an elementwise op (one with a scalar
+lowering), a reduction (``axis``/``keepdims``) and an op applied along an axis joins
+the fuzzer by being registered, with the domain it declares. Ops of other shapes
+(views, contractions, joins, ...) have a generator in ``STRUCTURED``; an op that is
+neither must be named in ``NOT_FUZZED`` with the reason (a test keeps the three lists
+complete).
+
+How many programs: ``JITTAPE_FUZZ_GRAPHS`` (default 300). The examples are
+derandomized (the same programs on every run); ``JITTAPE_FUZZ_SEED=<int>`` draws
+another set. ``JITTAPE_FUZZ_COMPILE_EVERY`` / ``JITTAPE_FUZZ_CUDA_EVERY`` (default 20
+each) set how often programs are compiled and run on CUDA (1: every one). A long run:
+``JITTAPE_FUZZ_GRAPHS=10000 python -m pytest -n 0 tests/test_fuzz.py``.
+"""
+
+import dataclasses
+import operator
+import os
+from typing import Callable, Tuple
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, seed, settings, strategies as st
+
+import jittape as jt
+from jittape.ops.core import Aval, Primitive
+from jittape.tensor import UFUNC_TABLE
+
+from opcheck import all_ops, apply, make_inputs
+
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning")]
+
+GRAPHS = int(os.environ.get("JITTAPE_FUZZ_GRAPHS", "300"))
+SEED = os.environ.get("JITTAPE_FUZZ_SEED")
+# one program in COMPILE_EVERY is also compiled with Numba (about a second each), and
+# one compiled program in CUDA_EVERY also runs on target="cuda"
+COMPILE_EVERY = int(os.environ.get("JITTAPE_FUZZ_COMPILE_EVERY", "20"))
+CUDA_EVERY = int(os.environ.get("JITTAPE_FUZZ_CUDA_EVERY", "20"))
+
+FREE = (-6.0, 6.0)          # an op that declares no domain: keep |values| moderate so
+                            # that finite differences stay well conditioned
+AWAY = 1e-3                 # how far from a kink, tie or jump an argument must be
+
+# -- the op table ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """An op as the generator uses it: ``call(*operands, **params)`` is the public
+    function, ``domain`` one (lo, hi) per operand, ``kind`` how it is generated."""
+    name: str
+    kind: str            # unary | binary | predicate1 | predicate2 | reduce | axiswise
+    domain: Tuple[Tuple[float, float], ...]
+    differentiable: bool
+    call: Callable
+
+    def spelled(self, *args, **params):
+        extra = "".join(f", {k}={v!r}" for k, v in params.items())
+        return f"jt.{self.name}({', '.join(args)}{extra})"
+
+    def spellings(self):
+        """(source, function) of each way a user may write the op on operands {0}, {1}:
+        jittape's function, the NumPy ufunc it answers to, the Python operator."""
+        n = 2 if self.kind in ("binary", "predicate2") else 1
+        names = ", ".join(f"{{{i}}}" for i in range(n))
+        out = [(f"jt.{self.name}({names})", self.call)]
+        ufunc = NUMPY_NAMES.get(self.name)
+        if ufunc is not None:
+            out.append((f"np.{ufunc.__name__}({names})", ufunc))
+        if self.name in OPERATORS:
+            symbol, fn = OPERATORS[self.name]
+            out.append((f"{{0}} {symbol} {{1}}" if n == 2 else f"{symbol}{{0}}", fn))
+        return out
+
+
+def _domains(op, arity):
+    dom = op.domain
+    doms = dom if isinstance(dom[0], tuple) else (dom,) * arity
+    # (-2, 2) is the registry's default: the op declares no restriction
+    return tuple(FREE if d == (-2.0, 2.0) else tuple(d) for d in doms)
+
+
+def _callable(name, op):
+    public = getattr(jt, name, None)
+    if public is not None:
+        return public
+    return op.bind if isinstance(op, Primitive) else op.fn
+
+
+def _kind(name, op):
+    """How the generator can use an op, from its registry record alone (None: it needs
+    a generator of its own)."""
+    examples = op.examples
+    if not examples:
+        return None
+    arrays = [all(isinstance(s, tuple) for s in e.inputs) for e in examples]
+    keys = set().union(*(e.params for e in examples))
+    if isinstance(op, Primitive) and "scalar" in op.lowerings and not keys:
+        n = len(examples[0].inputs)
+        out = op.abstract(*[Aval(shape, np.float64) for shape in examples[0].inputs])
+        if out.dtype == bool:
+            return f"predicate{n}"             # comparisons and logic: conditions of where
+        return {1: "unary", 2: "binary"}.get(n)
+    if all(arrays) and all(len(e.inputs) == 1 for e in examples) and keys <= {"axis", "keepdims"}:
+        rng = np.random.default_rng(0)
+        same = []
+        for e in examples:
+            values, _ = make_inputs(op, e, rng)
+            same.append(np.shape(apply(op, values, e.params)) == np.shape(values[0]))
+        if all(same):
+            return "axiswise" if keys == {"axis"} else None
+        return "reduce" if "keepdims" in keys else None
+    return None
+
+
+# the NumPy ufunc each registered op answers to (``np.exp(t)`` dispatches to jt.exp)
+NUMPY_NAMES = {prim.name: ufunc for ufunc, prim in UFUNC_TABLE.items()
+               if isinstance(prim, Primitive)}
+OPERATORS = {"add": ("+", operator.add), "subtract": ("-", operator.sub),
+             "multiply": ("*", operator.mul), "divide": ("/", operator.truediv),
+             "power": ("**", operator.pow), "mod": ("%", operator.mod),
+             "floor_divide": ("//", operator.floordiv), "negative": ("-", operator.neg),
+             "greater": (">", operator.gt), "less_equal": ("<=", operator.le)}
+
+
+def derived_ops():
+    table = {}
+    for name, op in sorted(all_ops().items()):
+        if name in STRUCTURED or name in NOT_FUZZED:
+            continue
+        kind = _kind(name, op)
+        if kind is None:
+            continue
+        arity = 2 if kind in ("binary", "predicate2") else 1
+        table[name] = OpSpec(name, kind, _domains(op, arity), op.differentiable,
+                             _callable(name, op))
+    return table
+
+
+# ops with a kink, a tie or a jump inside their domain: the argument must keep AWAY from
+# it, or central differences straddle it. A new op with one is added here.
+def _away(v, point=0.0):
+    return np.all(np.abs(np.asarray(v, np.float64) - point) > AWAY)
+
+
+def _off_integers(q):
+    q = np.asarray(q, np.float64)
+    return np.all(np.abs(q - np.round(q)) > AWAY)
+
+
+WELL_POSED = {
+    "abs": lambda x: _away(x),
+    "relu": lambda x: _away(x),
+    "sign": lambda x: _away(x),
+    "maximum": lambda x, y: _away(np.subtract(x, y)),
+    "minimum": lambda x, y: _away(np.subtract(x, y)),
+    "mod": lambda x, y: _off_integers(np.divide(x, y)),
+    "floor_divide": lambda x, y: _off_integers(np.divide(x, y)),
+}
+
+# Registered ops used with a generator of their own (their parameters are not axes).
+# Filled below, next to the generators.
+STRUCTURED = {}
+
+NOT_FUZZED = {
+    "index_add": "the gradient of indexing: reached through getitem's VJP, not a user op",
+    "check_labels": "the label check inside sparse_softmax_cross_entropy: reached through it",
+}
+
+
+# -- a program under construction ------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Value:
+    name: str
+    value: np.ndarray        # the value at the program's arguments (computed eagerly)
+    kind: str                # float | int | bool
+
+
+@dataclasses.dataclass
+class Step:
+    out: int
+    text: str                # the right-hand side, Python source
+    fn: Callable             # fn(*operands) -> tensor
+    ins: Tuple[int, ...]
+    frozen: bool = False     # stop_gradient: a constant for finite differences
+
+
+class Builder:
+    """Builds a program step by step, computing each value eagerly as it goes, so that
+    the generator can keep arguments inside domains and away from kinks."""
+
+    def __init__(self, dtype, rng):
+        self.dtype = np.dtype(dtype)
+        self.rng = rng
+        self.values = []
+        self.inputs = []         # indices into values, in argument order
+        self.steps = []
+        self.used = set()        # op names, for the report of a failure
+        self.cuda = False        # whether the program will also run on target="cuda"
+
+    # values
+    def floats(self):
+        return [i for i, v in enumerate(self.values) if v.kind == "float"]
+
+    def input(self, shape, kind="float", high=None, dtype=None):
+        if kind == "float":
+            arr = self.rng.uniform(-2.0, 2.0, shape).astype(dtype or self.dtype)
+            name = f"x{len(self.inputs)}"
+        else:
+            arr = self.rng.integers(0, high, shape).astype(self.rng.choice([np.int64, np.int32]))
+            name = f"k{len(self.inputs)}"
+        self.values.append(Value(name, arr, kind))
+        self.inputs.append(len(self.values) - 1)
+        return len(self.values) - 1
+
+    def add(self, text, fn, ins, op=None, frozen=False):
+        """Append ``v = fn(*ins)``; returns its index. ``text`` uses {0}, {1}, ... for
+        the operands' names."""
+        args = [jt.constant(self.values[i].value) for i in ins]
+        out = np.asarray(fn(*args))
+        kind = "bool" if out.dtype == bool else ("int" if out.dtype.kind in "iu" else "float")
+        out_index = len(self.values)
+        self.values.append(Value(f"v{out_index}", out, kind))
+        names = [self.values[i].name for i in ins]
+        self.steps.append(Step(out_index, text.format(*names), fn, tuple(ins), frozen))
+        if op:
+            self.used.add(op)
+        return out_index
+
+    def into(self, i, domain):
+        """Value i, mapped smoothly into ``domain`` (lo, hi) if it leaves it."""
+        lo, hi = domain
+        v = self.values[i].value
+        margin = 0.02 * (hi - lo)
+        if v.size == 0 or (v.min() > lo + margin and v.max() < hi - margin):
+            return i
+        return self.add(f"{lo!r} + {hi - lo!r} * jt.sigmoid({{0}})",
+                        lambda x: lo + (hi - lo) * jt.sigmoid(x), (i,))
+
+    def program(self, outputs, mode, compiled, cuda):
+        weights = [self.rng.normal(size=self.values[o].value.shape).astype(
+            self.values[o].value.dtype) for o in outputs]
+        return Program(self.values, self.inputs, self.steps, outputs, weights, mode,
+                       compiled, cuda, self.dtype, sorted(self.used))
+
+
+def _array_text(a):
+    if a.size == 0:
+        return f"np.zeros({a.shape}, dtype=np.{a.dtype.name})"
+    return f"np.array({a.tolist()!r}, dtype=np.{a.dtype.name})"
+
+
+class Program:
+    """A generated program: printed as the Python source that reproduces it."""
+
+    def __init__(self, values, inputs, steps, outputs, weights, mode, compiled, cuda, dtype,
+                 used):
+        self.values, self.inputs, self.steps = values, inputs, steps
+        self.outputs, self.weights, self.mode = outputs, weights, mode
+        self.compiled, self.cuda, self.dtype, self.used = compiled, cuda, dtype, used
+
+    @property
+    def args(self):
+        return [self.values[i].value for i in self.inputs]
+
+    @property
+    def diff(self):
+        """Positions of the floating arguments (the differentiated ones)."""
+        return tuple(k for k, i in enumerate(self.inputs) if self.values[i].kind == "float")
+
+    def loss(self, *args, frozen=None, any_shape=False):
+        """The program applied to ``args``; with ``frozen``, stop_gradient results are
+        the constants of the unperturbed program (what a derivative sees). The outputs
+        are weighted by arrays of their shapes, or with ``any_shape`` summed through a
+        sine (a scalar of outputs of any size)."""
+        env = dict(zip(self.inputs, args))
+        for step in self.steps:
+            if frozen is not None and step.frozen:
+                env[step.out] = jt.constant(self.values[step.out].value)
+            else:
+                env[step.out] = step.fn(*[env[i] for i in step.ins])
+        total = None
+        for o, w in zip(self.outputs, self.weights):
+            term = jt.sum(jt.sin(env[o] * 1.3 + 0.2)) if any_shape else jt.sum(env[o] * w)
+            total = term if total is None else total + term
+        return total
+
+    def function(self, any_shape=False):
+        def loss(*args):
+            return self.loss(*args, any_shape=any_shape)
+        return loss
+
+    def grown_args(self):
+        """New arguments with every size above 1 one larger (the size-1 pattern, and so
+        the signature, kept): a compiled program must run them without retracing or
+        retrace, never fail. Integer arguments keep their range (they index)."""
+        rng = np.random.default_rng(2)
+        out = []
+        for a in self.args:
+            shape = tuple(d + 1 if d > 1 else d for d in a.shape)
+            if a.dtype.kind in "iu":
+                out.append(rng.integers(0, int(a.max(initial=0)) + 1, shape).astype(a.dtype))
+            else:
+                out.append(rng.uniform(-2.0, 2.0, shape).astype(a.dtype))
+        return out
+
+    def __repr__(self):
+        params = ", ".join(self.values[i].name for i in self.inputs)
+        lines = [f"# mode={self.mode} dtype={self.dtype.name} compiled={self.compiled} "
+                 f"cuda={self.cuda}; custom gradients: from test_fuzz import softsign, scaled_exp"]
+        for i in self.inputs:
+            v = self.values[i]
+            lines.append(f"{v.name} = {_array_text(v.value)}")
+        lines.append(f"def loss({params}):")
+        for s in self.steps:
+            lines.append(f"    v{s.out} = {s.text}")
+        terms = [f"jt.sum({self.values[o].name} * {_array_text(w)})"
+                 for o, w in zip(self.outputs, self.weights)]
+        lines.append("    return " + " + ".join(terms))
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):       # how Hypothesis prints a failing example
+        p.text(repr(self))
+
+
+# -- the generators ----------------------------------------------------------------------
+
+SIZES = [2, 3, 1, 2, 3, 1, 4, 2, 3, 1, 0]   # a zero-size dimension one time in eleven
+
+
+def shapes():
+    return st.sampled_from([0, 1, 2, 2, 3]).flatmap(
+        lambda rank: st.tuples(*[st.sampled_from(SIZES)] * rank))
+
+
+def _pick(draw, b, candidates):
+    # Hypothesis favours some choices (the first, the ones it drew before): an offset
+    # from the program's own generator spreads the picks evenly, reproducibly
+    k = draw(st.integers(0, len(candidates) - 1)) + int(b.rng.integers(len(candidates)))
+    return candidates[k % len(candidates)]
+
+
+def _broadcast_partner(draw, shape):
+    """A shape that broadcasts with ``shape``: a suffix of it with some sizes made 1."""
+    keep = draw(st.integers(0, len(shape)))
+    out = list(shape[len(shape) - keep:])
+    for j in range(len(out)):
+        if draw(st.booleans()) and draw(st.booleans()):
+            out[j] = 1
+    if keep == len(shape) and draw(st.integers(0, 5)) == 0:   # a leading axis of its own
+        out = [draw(st.sampled_from([2, 1]))] + out
+    return tuple(out)
+
+
+def _focus(draw, b, ops, name, kind):
+    """The op ``name`` when the step was drawn for it, else any op of ``kind``."""
+    if name in ops:
+        return ops[name]
+    return _pick(draw, b, [s for s in ops.values() if s.kind == kind])
+
+
+def gen_unary(draw, b, ops, name=None):
+    spec = _focus(draw, b, ops, name, "unary")
+    x = b.into(_pick(draw, b, b.floats()), spec.domain[0])
+    check = WELL_POSED.get(spec.name)
+    if check and not check(b.values[x].value):
+        return
+    frozen = spec.name == "stop_gradient"
+    text, fn = _pick(draw, b, spec.spellings())
+    b.add(text, fn, (x,), spec.name, frozen)
+
+
+def gen_binary(draw, b, ops, name=None):
+    spec = _focus(draw, b, ops, name, "binary")
+    x = _pick(draw, b, b.floats())
+    shape = b.values[x].value.shape
+    how = draw(st.sampled_from(["input", "value", "scalar", "array", "int"]))
+    if how in ("scalar", "array"):           # a Python float (weakly typed), or a NumPy array
+        lo, hi = spec.domain[1]
+        size = () if how == "scalar" else _broadcast_partner(draw, shape)
+        c = np.round(b.rng.uniform(lo + 0.1 * (hi - lo), hi - 0.1 * (hi - lo), size), 3)
+        c = float(c) if how == "scalar" else c.astype(b.dtype)
+        c_text = repr(c) if how == "scalar" else _array_text(c)
+        x = b.into(x, spec.domain[0])
+        check = WELL_POSED.get(spec.name)
+        if check and not check(b.values[x].value, c):
+            return
+        text, fn = _pick(draw, b, spec.spellings())
+        if draw(st.booleans()):
+            b.add(text.format("{0}", c_text), lambda a: fn(a, c), (x,), spec.name)
+        else:                                   # the constant on the left
+            lo0, hi0 = spec.domain[0]
+            if not (np.all(lo0 < c) and np.all(c < hi0)):
+                return
+            y = b.into(x, spec.domain[1])
+            if check and not check(c, b.values[y].value):
+                return
+            b.add(text.format(c_text, "{0}"), lambda a: fn(c, a), (y,), spec.name)
+        return
+    if how == "int" and spec.name in ("add", "subtract", "multiply"):
+        # an integer array operand (its dtype promotes the result)
+        ints = [i for i, v in enumerate(b.values) if v.kind == "int"
+                and _broadcasts(v.value.shape, shape)]
+        y = ints[0] if ints and draw(st.booleans()) else b.input(_broadcast_partner(draw, shape),
+                                                               "int", 3)
+    elif how == "value":
+        partners = [i for i in b.floats() if _broadcasts(b.values[i].value.shape, shape)]
+        y = _pick(draw, b, partners)
+    else:
+        # a float32 program may take a float64 argument (the result widens); a float64
+        # program stays float64 (finite differences of a float32 argument are noise)
+        y = b.input(_broadcast_partner(draw, shape),
+                    dtype=draw(st.sampled_from([b.dtype, b.dtype, np.float64])))
+    if b.values[y].kind == "float":
+        y = b.into(y, spec.domain[1])
+    x = b.into(x, spec.domain[0])
+    check = WELL_POSED.get(spec.name)
+    if check and not _broadcasts(b.values[x].value.shape, b.values[y].value.shape):
+        return
+    if check and not check(b.values[x].value, b.values[y].value):
+        return
+    text, fn = _pick(draw, b, spec.spellings())
+    b.add(text, fn, (x, y), spec.name)
+
+
+def _broadcasts(s, t):
+    try:
+        np.broadcast_shapes(s, t)
+        return True
+    except ValueError:
+        return False
+
+
+def _axes(draw, ndim):
+    """An axis argument: None, an int (maybe negative) or a tuple."""
+    if ndim == 0:
+        return draw(st.sampled_from([None, 0, -1, ()]))
+    form = draw(st.sampled_from(["none", "int", "tuple"]))
+    if form == "none":
+        return None
+    if form == "int":
+        return draw(st.integers(-ndim, ndim - 1))
+    chosen = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim))
+    return tuple(a - ndim if draw(st.booleans()) else a for a in chosen)
+
+
+def _reduced(shape, axis):
+    if axis is None:
+        return tuple(range(len(shape)))
+    axes = (axis,) if isinstance(axis, int) else axis
+    return tuple(a % len(shape) for a in axes) if shape else ()
+
+
+def _no_ties(v, axes):
+    """Whether the largest and smallest values along ``axes`` are unique (no tie for
+    max/min to split between)."""
+    if v.size == 0 or not axes:
+        return True
+    rest = [a for a in range(v.ndim) if a not in axes]
+    flat = np.transpose(v, rest + list(axes)).reshape(int(np.prod([v.shape[a] for a in rest])), -1)
+    s = np.sort(flat.astype(np.float64), axis=1)
+    return s.shape[1] < 2 or (np.all(s[:, -1] - s[:, -2] > AWAY) and np.all(s[:, 1] - s[:, 0] > AWAY))
+
+
+def gen_reduce(draw, b, ops, name=None):
+    spec = _focus(draw, b, ops, name, "reduce")
+    x = b.into(_pick(draw, b, b.floats()), spec.domain[0])
+    v = b.values[x].value
+    axis = _axes(draw, v.ndim)
+    keepdims = draw(st.booleans())
+    axes = _reduced(v.shape, axis)
+    empty = any(v.shape[a] == 0 for a in axes) or (v.size == 0 and not axes)
+    if empty and spec.name not in ("sum", "prod"):
+        # max/min of an empty axis raise (as NumPy does); mean/logsumexp of one are
+        # nan/-inf: no derivative to compare
+        return
+    if spec.name in ("max", "min") and not _no_ties(v, axes):
+        return
+    if spec.name == "mean" and v.ndim == 0 and isinstance(axis, int):
+        return          # NumPy's mean rejects axis 0 and -1 on a 0-d value (its sum takes them)
+    b.add(spec.spelled("{0}", axis=axis, keepdims=keepdims),
+          lambda a: spec.call(a, axis=axis, keepdims=keepdims), (x,), spec.name)
+
+
+def gen_axiswise(draw, b, ops, name=None):
+    spec = _focus(draw, b, ops, name, "axiswise")
+    cands = [i for i in b.floats() if b.values[i].value.ndim > 0]
+    if not cands:
+        return
+    x = b.into(_pick(draw, b, cands), spec.domain[0])
+    v = b.values[x].value
+    axis = draw(st.integers(-v.ndim, v.ndim - 1))
+    if v.shape[axis] == 0:                   # a max over an empty axis: NumPy raises
+        return
+    b.add(spec.spelled("{0}", axis=axis), lambda a: spec.call(a, axis=axis), (x,), spec.name)
+
+
+def gen_where(draw, b, ops, name=None):
+    logical = [s for s in ops.values() if s.kind == "predicate2" and s.name.startswith("logical")]
+    pred = _pick(draw, b, [s for s in ops.values() if s.kind == "predicate2" and s not in logical]
+                 if name not in ops or ops[name].kind != "predicate2" or ops[name] in logical
+                 else [ops[name]])
+    c = _pick(draw, b, b.floats())
+    t = round(float(np.median(b.values[c].value))) if b.values[c].value.size else 0.0
+    t = float(t) + 0.25
+    if not _away(b.values[c].value, t):
+        return
+    cond = b.add(pred.spelled("{0}", repr(t)), lambda a: pred.call(a, t), (c,), pred.name)
+    one = name in ops and ops[name].kind == "predicate1"
+    if one or (name in ops and ops[name] in logical) or draw(st.booleans()):
+        # combined with a one-operand predicate
+        p1 = ops[name] if one else _focus(draw, b, ops, None, "predicate1")
+        logic = ops[name] if name in ops and ops[name] in logical else _pick(draw, b, logical)
+        other = b.add(p1.spelled("{0}"), p1.call, (c,), p1.name)
+        cond = b.add(logic.spelled("{0}", "{1}"), logic.call, (cond, other), logic.name)
+    shape = b.values[cond].value.shape
+    x = _pick(draw, b, [i for i in b.floats() if _broadcasts(b.values[i].value.shape, shape)])
+    if draw(st.booleans()):
+        y = b.input(_broadcast_partner(draw, np.broadcast_shapes(shape, b.values[x].value.shape)))
+        b.add("jt.where({0}, {1}, {2})", jt.where, (cond, x, y), "where")
+    else:
+        c2 = round(float(b.rng.uniform(-1, 1)), 3)
+        b.add(f"jt.where({{0}}, {{1}}, {c2!r})", lambda p, a: jt.where(p, a, c2), (cond, x), "where")
+
+
+VIEWS = {"getitem": ["slice", "int", "new", "array", "data_index"], "reshape": ["reshape"],
+         "transpose": ["transpose"], "take": ["array"], "expand_dims": ["expand_squeeze"],
+         "squeeze": ["expand_squeeze"], "broadcast_to": ["broadcast_to"]}
+
+
+def gen_view(draw, b, ops, name=None):
+    x = _pick(draw, b, b.floats() + [i for i, v in enumerate(b.values) if v.kind == "int"
+                                     and v.value.ndim and draw(st.booleans())])
+    v = b.values[x].value
+    how = draw(st.sampled_from(VIEWS.get(name, sorted(set(sum(VIEWS.values(), []))))))
+    if how in ("slice", "int", "new"):
+        index = []
+        for n in v.shape:
+            if how == "int" and n > 0 and draw(st.booleans()):
+                index.append(draw(st.integers(-n, n - 1)))
+            elif draw(st.booleans()):
+                start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+                stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+                step = draw(st.sampled_from([None, 1, 2, -1, -2, 3]))
+                index.append(slice(start, stop, step))
+            else:
+                index.append(slice(None))
+        if how == "new":
+            for _ in range(draw(st.integers(1, 2))):
+                index.insert(draw(st.integers(0, len(index))), None)
+        if draw(st.booleans()) and index and how != "new":
+            index = index[:draw(st.integers(1, len(index)))]   # trailing axes implied
+            if draw(st.booleans()):
+                index = [Ellipsis] + index[1:] if len(index) > 1 else index
+        index = tuple(index)
+        b.add(f"{{0}}[{_index_text(index)}]", lambda a: a[index], (x,), "getitem")
+    elif how == "transpose" and v.ndim >= 1:
+        axes = tuple(draw(st.permutations(range(v.ndim))))
+        if draw(st.booleans()):
+            b.add(f"jt.transpose({{0}}, {axes!r})", lambda a: jt.transpose(a, axes), (x,), "transpose")
+        else:
+            b.add("{0}.T", lambda a: a.T, (x,), "transpose")
+    elif how == "reshape":
+        shape = _new_shape(draw, v.shape)
+        b.add(f"jt.reshape({{0}}, {shape!r})", lambda a: jt.reshape(a, shape), (x,), "reshape")
+    elif how == "array" and v.ndim >= 1 and v.shape[0] > 0:
+        axis = draw(st.integers(0, v.ndim - 1))
+        n = v.shape[axis]
+        if n == 0:
+            return
+        idx = b.rng.integers(-n, n, draw(st.sampled_from([(3,), (2, 2), (1,), ()])))
+        prefix = (slice(None),) * axis
+        if name == "getitem" or (name != "take" and draw(st.booleans())):
+            b.add(f"{{0}}[{'' .join(':, ' for _ in prefix)}np.array({idx.tolist()!r})]",
+                  lambda a: a[prefix + (idx,)], (x,), "getitem")
+        else:
+            b.add(f"jt.take({{0}}, np.array({idx.tolist()!r}), axis={axis})",
+                  lambda a: jt.take(a, idx, axis=axis), (x,), "take")
+    elif how == "data_index" and v.ndim >= 1 and v.shape[0] > 0:
+        # an index array passed as an argument: read at run time
+        k = b.input(draw(st.sampled_from([(2,), (3,), (1,)])), "int", v.shape[0])
+        b.add("{0}[{1}]", lambda a, i: a[i], (x, k), "getitem")
+    elif how == "expand_squeeze":
+        axis = draw(st.integers(-v.ndim - 1, v.ndim))
+        e = b.add(f"jt.expand_dims({{0}}, {axis})", lambda a: jt.expand_dims(a, axis), (x,),
+                  "expand_dims")
+        if name == "squeeze" or draw(st.booleans()):
+            b.add(f"jt.squeeze({{0}}, {axis})", lambda a: jt.squeeze(a, axis), (e,), "squeeze")
+    elif how == "broadcast_to":
+        shape = tuple(draw(st.sampled_from([2, 3])) if d == 1 and draw(st.booleans()) else d
+                      for d in v.shape)
+        if draw(st.booleans()):
+            shape = (2,) + shape
+        b.add(f"jt.broadcast_to({{0}}, {shape!r})", lambda a: jt.broadcast_to(a, shape), (x,),
+              "broadcast_to")
+
+
+def _index_text(index):
+    parts = []
+    for i in index:
+        if i is None:
+            parts.append("None")
+        elif i is Ellipsis:
+            parts.append("...")
+        elif isinstance(i, slice):
+            parts.append(("" if i.start is None else str(i.start)) + ":"
+                         + ("" if i.stop is None else str(i.stop))
+                         + ("" if i.step is None else f":{i.step}"))
+        else:
+            parts.append(str(i))
+    return ", ".join(parts)
+
+
+def _new_shape(draw, shape):
+    """Another shape of the same size: merged neighbours, an inserted 1, reversed
+    sizes, or flattened (with -1 where the size is not zero)."""
+    how = draw(st.sampled_from(["merge", "one", "reverse", "flat"]))
+    size = int(np.prod(shape))
+    if how == "merge" and len(shape) >= 2:
+        j = draw(st.integers(0, len(shape) - 2))
+        return shape[:j] + (shape[j] * shape[j + 1],) + shape[j + 2:]
+    if how == "one":
+        j = draw(st.integers(0, len(shape)))
+        return shape[:j] + (1,) + shape[j:]
+    if how == "reverse":
+        return shape[::-1]
+    return (-1,) if size and draw(st.booleans()) else (size,)
+
+
+def gen_contract(draw, b, ops, name=None):
+    x = _pick(draw, b, b.floats())
+    v = b.values[x].value
+    k = draw(st.sampled_from([2, 3, 1]))
+    how = draw(st.sampled_from({"matmul": ["matmul", "vector"], "dot": ["dot"],
+                                "einsum": ["einsum"], "outer": ["outer"]}.get(
+        name, ["matmul", "dot", "einsum", "outer", "vector"])))
+    if v.ndim == 0:
+        y = b.input((k,))
+        b.add("jt.outer({0}, {1})" if how == "outer" else "{0} * {1}",
+              (lambda a, c: jt.outer(a, c)) if how == "outer" else (lambda a, c: a * c),
+              (x, y), "outer" if how == "outer" else "multiply")
+        return
+    n = v.shape[-1]
+    if how == "outer":
+        y = b.input((k,))
+        b.add("jt.outer({0}, {1})", jt.outer, (x, y), "outer")
+    elif how == "vector":
+        y = b.input((n,))
+        b.add("{0} @ {1}", lambda a, c: a @ c, (x, y), "matmul")
+    elif how == "dot":
+        y = b.input((n, k) if v.ndim <= 2 else (n,))
+        b.add("jt.dot({0}, {1})", jt.dot, (x, y), "dot")
+    elif how == "einsum" and v.ndim == 2:
+        y = b.input((n, k))
+        b.add("jt.einsum('ij,jk->ik', {0}, {1})", lambda a, c: jt.einsum("ij,jk->ik", a, c),
+              (x, y), "einsum")
+    elif draw(st.booleans()):                  # a matrix (or a batch of them) on the right
+        batch = v.shape[:-2] if v.ndim > 2 and draw(st.booleans()) else ()
+        y = b.input(batch + (n, k))
+        b.add("{0} @ {1}", lambda a, c: a @ c, (x, y), "matmul")
+    else:                                       # a matrix on the left
+        y = b.input((k, v.shape[-2]) if v.ndim >= 2 else (k, n))
+        b.add("{1} @ {0}", lambda a, c: c @ a, (x, y), "matmul")
+
+
+def gen_join(draw, b, ops, name=None):
+    x = _pick(draw, b, b.floats())
+    v = b.values[x].value
+    if name == "stack" or v.ndim == 0 or (name != "concatenate" and draw(st.booleans())):
+        axis = draw(st.integers(-v.ndim - 1, v.ndim))
+        same = [i for i in b.floats() if b.values[i].value.shape == v.shape]
+        y = _pick(draw, b, same) if draw(st.booleans()) else b.input(v.shape)
+        b.add(f"jt.stack([{{0}}, {{1}}], axis={axis})", lambda p, q: jt.stack([p, q], axis=axis),
+              (x, y), "stack")
+    else:
+        axis = draw(st.integers(-v.ndim, v.ndim - 1))
+        shape = list(v.shape)
+        shape[axis] = draw(st.sampled_from([1, 2, 0]))
+        y = b.input(tuple(shape))
+        b.add(f"jt.concatenate([{{0}}, {{1}}, {{0}}], axis={axis})",
+              lambda p, q: jt.concatenate([p, q, p], axis=axis), (x, y), "concatenate")
+
+
+def gen_nn(draw, b, ops, name=None):
+    cands = [i for i in b.floats() if b.values[i].value.ndim >= 1 and b.values[i].value.shape[-1] > 0]
+    if not cands:
+        return
+    x = b.into(_pick(draw, b, cands), (-3.0, 3.0))
+    v = b.values[x].value
+    if name == "sparse_softmax_cross_entropy" or (name is None and draw(st.booleans())):
+        labels = b.rng.integers(0, v.shape[-1], v.shape[:-1])
+        b.add(f"jt.sparse_softmax_cross_entropy(np.array({labels.tolist()!r}), {{0}})",
+              lambda a: jt.sparse_softmax_cross_entropy(labels, a), (x,),
+              "sparse_softmax_cross_entropy")
+    else:
+        p = b.rng.dirichlet(np.ones(v.shape[-1]), v.shape[:-1]).astype(v.dtype)
+        b.add(f"jt.softmax_cross_entropy(np.array({p.tolist()!r}), {{0}})",
+              lambda a: jt.softmax_cross_entropy(p, a), (x,), "softmax_cross_entropy")
+
+
+def gen_misc(draw, b, ops, name=None):
+    """clip, cast (of an integer argument, or to the same dtype), full_like, identity."""
+    x = _pick(draw, b, b.floats())
+    v = b.values[x].value
+    how = name if name in ("clip", "cast", "full_like") else draw(
+        st.sampled_from(["clip", "cast", "full_like"]))
+    if how == "clip":
+        lo, hi = sorted(round(float(t), 2) for t in b.rng.uniform(-1.5, 1.5, 2))
+        if hi - lo < 0.1 or not (_away(v, lo) and _away(v, hi)):
+            return
+        b.add(f"jt.clip({{0}}, {lo!r}, {hi!r})", lambda a: jt.clip(a, lo, hi), (x,), "clip")
+    elif how == "cast":
+        dt = b.dtype
+        if draw(st.booleans()):
+            k = b.input(_broadcast_partner(draw, v.shape), "int", 4)
+            c = b.add(f"jt.cast({{0}}, np.{dt.name})", lambda a: jt.cast(a, dt), (k,), "cast")
+            b.add("{0} * {1}", lambda p, q: p * q, (x, c), "multiply")
+        else:
+            b.add(f"jt.cast({{0}}, np.{v.dtype.name})", lambda a: jt.cast(a, v.dtype), (x,), "cast")
+    else:
+        f = b.add("jt.full_like({0}, 0.5)", lambda a: jt.full_like(a, 0.5), (x,), "full_like")
+        b.add("{0} * {1}", lambda p, q: p * q, (x, f), "multiply")
+
+
+# custom gradients, written as a user would. The rules are jittape ops of the inputs
+# (what ``f`` computes is not recorded, as in TensorFlow), so second derivatives see them.
+@jt.custom_gradient
+def softsign(x):
+    def grad(dy):
+        return dy / jt.square(1 + jt.abs(x))
+    return x / (1 + jt.abs(x)), grad
+
+
+@jt.custom_gradient
+def scaled_exp(x, y):
+    def grad(dy):
+        return dy * jt.exp(x) * y, dy * jt.exp(x)
+    return jt.exp(x) * y, grad
+
+
+def gen_custom(draw, b, ops, name=None):
+    x = _pick(draw, b, b.floats())
+    if draw(st.booleans()):
+        if not _away(b.values[x].value):
+            return
+        b.add("softsign({0})", softsign, (x,), "custom_gradient")
+    else:
+        x = b.into(x, (-2.0, 2.0))
+        y = b.input(b.values[x].value.shape)
+        b.add("scaled_exp({0}, {1})", scaled_exp, (x, y), "custom_gradient")
+
+
+def gen_guard(draw, b, ops, name=None):
+    """``A(x) if jt.sum(c) > 0 else B(x)``: a Python branch on a traced value."""
+    c = _pick(draw, b, b.floats())
+    total = float(np.sum(b.values[c].value, dtype=np.float64))
+    if abs(total) < 10 * AWAY:
+        return
+    x = _pick(draw, b, b.floats())
+    smooth = [s for s in ops.values() if s.kind == "unary" and s.name not in WELL_POSED
+              and s.domain[0] == FREE and s.differentiable and s.name != "stop_gradient"]
+    f, g = _pick(draw, b, smooth), _pick(draw, b, smooth)
+    b.add(f"{f.spelled('{1}')} if jt.sum({{0}}) > 0 else {g.spelled('{1}')}",
+          lambda p, q: f.call(q) if jt.sum(p) > 0 else g.call(q), (c, x), "guard")
+
+
+# the generator of each kind of op the table derives from the registry
+GENERATORS = {"unary": gen_unary, "binary": gen_binary, "reduce": gen_reduce,
+              "axiswise": gen_axiswise, "predicate1": gen_where, "predicate2": gen_where}
+STRUCTURED.update({
+    "getitem": gen_view, "reshape": gen_view, "transpose": gen_view, "take": gen_view,
+    "expand_dims": gen_view, "squeeze": gen_view, "broadcast_to": gen_view,
+    "matmul": gen_contract, "dot": gen_contract, "einsum": gen_contract, "outer": gen_contract,
+    "concatenate": gen_join, "stack": gen_join, "where": gen_where,
+    "sparse_softmax_cross_entropy": gen_nn, "softmax_cross_entropy": gen_nn,
+    "clip": gen_misc, "cast": gen_misc, "full_like": gen_misc,
+})
+OPS = derived_ops()
+# What a step applies, drawn uniformly: each op of the table (so that a rare kind of op
+# is drawn as often as one elementwise op), and two features that are not ops.
+FEATURES = {"custom_gradient": gen_custom, "guard": gen_guard}
+STEPS = {**{name: GENERATORS[spec.kind] for name, spec in OPS.items()}, **STRUCTURED, **FEATURES}
+
+
+@st.composite
+def programs(draw):
+    dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
+    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function"]))
+    if mode == "hessian":
+        dtype = np.float64
+    b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
+    # from the program's generator: Hypothesis favours simple draws, and a one-in-twenty
+    # choice must not come up one time in five
+    luck = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))).random(2)
+    compiled = luck[0] < 1 / COMPILE_EVERY
+    b.cuda = compiled and luck[1] < 1 / CUDA_EVERY
+    for _ in range(draw(st.sampled_from([1, 2, 2]))):
+        b.input(draw(shapes()))
+    for _ in range(draw(st.sampled_from(range(2, 10)))):
+        name = _pick(draw, b, sorted(STEPS))
+        STEPS[name](draw, b, OPS, name)
+        if len(b.values) > 40:
+            break
+    # every value that no later step reads is an output: each op reaches the gradient
+    read = {i for step in b.steps for i in step.ins}
+    floats = b.floats()
+    outputs = [i for i in floats if i not in read] or floats[-1:]
+    return b.program(outputs, mode, compiled, b.cuda)
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def _scalars(args):
+    """Arguments as the generated kernel takes them (0-d arrays as NumPy scalars)."""
+    return [a if a.ndim else a[()] for a in args]
+
+
+def _scale(want):
+    """The size the absolute tolerance is relative to: the largest finite value (a NaN
+    where both sides agree on it, e.g. arguments grown out of an op's domain, must not
+    make the tolerance NaN), at least 1."""
+    want = np.abs(np.asarray(want, np.float64))
+    return max(float(np.max(want, where=np.isfinite(want), initial=0.0)), 1.0)
+
+
+def close(got, want, dtype, what):
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    scale = _scale(want)
+    if np.dtype(dtype) == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale, err_msg=what)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10 * scale, err_msg=what)
+
+
+def close_fd(got, want, what):
+    scale = _scale(want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * scale, err_msg=what)
+
+
+def eager_value_and_grads(program, args, any_shape=False):
+    tensors = [jt.constant(a) for a in args]
+    with jt.GradientTape() as tape:
+        for k in program.diff:
+            tape.watch(tensors[k])
+        loss = program.loss(*tensors, any_shape=any_shape)
+    grads = tape.gradient(loss, [tensors[k] for k in program.diff])
+    grads = [np.zeros_like(args[k]) if g is None else g.numpy() for k, g in zip(program.diff, grads)]
+    return float(loss), grads
+
+
+def numeric_loss(program, args):
+    return float(program.loss(*[jt.constant(a) for a in args], frozen=True))
+
+
+def fd_grad(fn, args, k, eps=1e-6):
+    """Central differences of the scalar fn(args) w.r.t. args[k]."""
+    x = args[k]
+    out = np.zeros(x.shape)
+    for i in range(x.size):
+        plus = [a.copy() for a in args]
+        minus = [a.copy() for a in args]
+        plus[k].reshape(-1)[i] += eps
+        minus[k].reshape(-1)[i] -= eps
+        out.reshape(-1)[i] = (fn(plus) - fn(minus)) / (2 * eps)
+    return out
+
+
+def check_grad(program, args):
+    value, grads = eager_value_and_grads(program, args)
+    vg = jt.value_and_grad(program.function(), argnums=program.diff)
+    out = vg.lower(*args).python(*_scalars(args))
+    close(out[0], value, program.dtype, "value: generated Python vs eager tape")
+    for k, g, want in zip(program.diff, out[1:], grads):
+        close(g, want, program.dtype, f"gradient of argument {k}: generated Python vs eager tape")
+    if program.dtype == np.float64:
+        for k, want in zip(program.diff, grads):
+            close_fd(want, fd_grad(lambda a: numeric_loss(program, a), args, k),
+                     f"gradient of argument {k}: eager tape vs finite differences")
+    if program.compiled:
+        got_value, got = vg(*args)
+        close(got_value, value, program.dtype, "value: compiled vs eager tape")
+        for k, g, want in zip(program.diff, got, grads):
+            assert g.dtype == args[k].dtype, f"gradient {k} has dtype {g.dtype}"
+            close(g, want, program.dtype, f"gradient of argument {k}: compiled vs eager tape")
+    if program.compiled:
+        check_grown(program, args)
+    if program.cuda:
+        cuda_vg = jt.value_and_grad(program.function(), argnums=program.diff, target="cuda")
+        try:
+            got_value, got = cuda_vg(*args)
+        except jt.UnsupportedError as err:      # an op without a CUDA lowering: said so
+            note(f"CUDA: {err}")
+            return
+        close(got_value, value, program.dtype, "value: CUDA vs eager tape")
+        for k, g, want in zip(program.diff, got, grads):
+            close(g, want, program.dtype, f"gradient of argument {k}: CUDA vs eager tape")
+
+
+def check_grown(program, args):
+    """Compiled at the arguments' shapes, then called with larger ones."""
+    vg = jt.value_and_grad(program.function(any_shape=True), argnums=program.diff)
+    vg(*args)
+    grown = program.grown_args()
+    try:
+        value, grads = eager_value_and_grads(program, grown, any_shape=True)
+    except (jt.ShapeError, IndexError):      # sizes the program's constants do not fit
+        return
+    got_value, got = vg(*grown)
+    close(got_value, value, program.dtype, "larger arguments: value, compiled vs eager tape")
+    for k, g, want in zip(program.diff, got, grads):
+        close(g, want, program.dtype,
+              f"larger arguments: gradient of argument {k}, compiled vs eager tape")
+
+
+def check_hessian(program, args):
+    k = program.diff[0]
+    u = np.random.default_rng(1).normal(size=args[k].shape)
+    tensors = [jt.constant(a) for a in args]
+    with jt.GradientTape() as outer:
+        outer.watch(tensors[k])
+        with jt.GradientTape() as inner:
+            inner.watch(tensors[k])
+            loss = program.loss(*tensors)
+        g = inner.gradient(loss, tensors[k])
+        gu = None if g is None else jt.sum(g * u)
+    hu = None if gu is None else outer.gradient(gu, tensors[k])
+    hu = np.zeros(args[k].shape) if hu is None else hu.numpy()
+
+    def grad_at(a):
+        _, grads = eager_value_and_grads(program, a)
+        return grads[program.diff.index(k)]
+
+    eps = 1e-5
+    plus = [a.copy() for a in args]
+    minus = [a.copy() for a in args]
+    plus[k] = plus[k] + eps * u
+    minus[k] = minus[k] - eps * u
+    fd = (grad_at(plus) - grad_at(minus)) / (2 * eps)
+    scale = max(float(np.max(np.abs(fd), initial=0.0)), 1.0)
+    np.testing.assert_allclose(hu, fd, rtol=1e-4, atol=1e-5 * scale,
+                               err_msg="Hessian-vector product: nested tapes vs finite differences")
+    h = jt.hessian(program.function(), argnums=k)
+    got = h.lower(*args).python(*_scalars(args))[0]     # (then the guards' conditions)
+    n = args[k].size
+    got_hu = (np.reshape(got, (n, n)) @ u.reshape(-1)).reshape(args[k].shape)
+    close(got_hu, hu, np.float64, "Hessian-vector product: generated Python vs nested tapes")
+    if program.compiled:
+        got = h(*args)
+        got_hu = (np.reshape(got, (n, n)) @ u.reshape(-1)).reshape(args[k].shape)
+        close(got_hu, hu, np.float64, "Hessian-vector product: compiled vs nested tapes")
+
+
+def check_function(program, args):
+    """A training step: tape inside, the first floating argument a Variable."""
+    k = program.diff[0]
+    rate = 0.25              # spelled as a literal in step: a captured float is an input
+
+    assigned = []
+
+    def step(*a):
+        v = a[k]
+        with jt.GradientTape() as tape:
+            loss = program.loss(*a)
+        g = tape.gradient(loss, v)
+        if g is not None:
+            v.assign_sub(0.25 * g)
+        assigned.append(g is not None)
+        return loss
+
+    def with_variable(v):
+        return [v if j == k else a for j, a in enumerate(args)]
+
+    v = jt.Variable(args[k].copy())
+    eager_loss = float(step(*with_variable(v)))
+    eager_new = v.numpy()
+    f = jt.function(step)
+    out = f.lower(*with_variable(jt.Variable(args[k].copy()))).python(*_scalars(args))
+    close(out[0], eager_loss, program.dtype, "function: loss, generated Python vs eager")
+    # outputs: the loss, the assigned variable's new value, then guard conditions
+    new = out[1] if assigned[0] else args[k]
+    close(new, eager_new, program.dtype, "function: updated variable, generated Python vs eager")
+    if program.dtype == np.float64:
+        want = args[k] - rate * fd_grad(lambda a: numeric_loss(program, a), args, k)
+        close_fd(eager_new, want, "function: updated variable vs finite differences")
+    if program.compiled:
+        vc = jt.Variable(args[k].copy())
+        got = f(*with_variable(vc))
+        close(got, eager_loss, program.dtype, "function: loss, compiled vs eager")
+        close(vc.numpy(), eager_new, program.dtype, "function: updated variable, compiled vs eager")
+
+
+CHECKS = {"grad": check_grad, "hessian": check_hessian, "function": check_function}
+
+_fuzz_settings = settings(
+    max_examples=GRAPHS, deadline=None, derandomize=SEED is None, database=None,
+    print_blob=True, suppress_health_check=list(HealthCheck))
+
+
+@_fuzz_settings
+@given(programs())
+def test_random_program(program):
+    note(f"ops: {', '.join(program.used)}")
+    CHECKS[program.mode](program, program.args)
+
+
+if SEED is not None:
+    test_random_program = seed(int(SEED))(test_random_program)
+
+
+# -- the fuzzer's own coverage ------------------------------------------------------------
+
+
+def test_every_registered_op_is_fuzzed_or_excused():
+    """A new op joins the fuzzer by being registered: derived from its record, given a
+    generator in STRUCTURED, or named in NOT_FUZZED with the reason."""
+    names = set(all_ops())
+    covered = set(OPS) | set(STRUCTURED) | set(NOT_FUZZED)
+    assert names <= covered, f"ops the fuzzer does not know how to use: {sorted(names - covered)}"
+    assert not (set(OPS) & set(STRUCTURED))
+
+
+def test_op_table_derives_kinds_from_the_registry():
+    kinds = {name: spec.kind for name, spec in OPS.items()}
+    assert kinds["exp"] == "unary" and kinds["power"] == "binary"
+    assert kinds["sum"] == "reduce" and kinds["logsumexp"] == "reduce"
+    assert kinds["softmax"] == "axiswise" and kinds["greater"] == "predicate2"
+    assert OPS["log"].domain[0][0] > 0 and OPS["sqrt"].domain[0][0] > 0
+
+
+# -- what the fuzzer found ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_hessian_of_a_function_linear_in_the_argument_is_zero(shape):
+    """A zero block of a Hessian (the gradient does not depend on the argument) was a
+    loop_stack with no loop: NameError in the generated code."""
+    def loss(x, y):
+        return jt.sum(x * 0.3) + jt.sum(jt.exp(y))
+
+    x = np.linspace(0.1, 0.9, int(np.prod(shape))).reshape(shape)
+    h = jt.hessian(loss)
+    args = [x, x]
+    np.testing.assert_array_equal(h.lower(*args).python(*_scalars(args))[0],
+                                  np.zeros(shape + shape))
+    np.testing.assert_array_equal(h(*args), np.zeros(shape + shape))
+    blocks = jt.hessian(loss, argnums=(0, 1))(*args)
+    np.testing.assert_array_equal(blocks[0][1], np.zeros(shape + shape))
+    n = x.size
+    np.testing.assert_allclose(np.reshape(blocks[1][1], (n, n)), np.diag(np.exp(x).reshape(-1)))
+
+
+def test_hessian_zero_block_on_cuda():
+    def loss(x, y):
+        return jt.sum(x * 0.3) + jt.sum(jt.exp(y))
+
+    x = np.array([0.1, 0.5, 0.9])
+    blocks = jt.hessian(loss, argnums=(0, 1), target="cuda")(x, x)
+    np.testing.assert_array_equal(blocks[0][0], np.zeros((3, 3)))
+    np.testing.assert_allclose(blocks[1][1], np.diag(np.exp(x)))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "prod", "logsumexp"])
+def test_reduction_axis_minus_one_on_0d_value(reduce):
+    x = np.float64(0.7)
+    op = getattr(jt, reduce)
+    # NumPy reduces a 0-d array over axis 0 or -1 to its one element
+    np.testing.assert_allclose(op(jt.constant(x), axis=-1).numpy(), np.sum(x, axis=-1))
+    np.testing.assert_allclose(jt.grad(lambda t: op(t, axis=-1))(x), 1.0)
+
+
+@pytest.mark.parametrize("reduce", ["max", "prod", "sum"])
+def test_cuda_reduction_over_no_axes(reduce):
+    x = np.array([0.85, 1.25])
+    g = jt.grad(lambda t: jt.sum(jt.sin(getattr(jt, reduce)(t, axis=())) * 2.0), target="cuda")
+    np.testing.assert_allclose(g(x), 2.0 * np.cos(x))
+
+
+def test_tolerance_ignores_nans_both_sides_agree_on():
+    # a program called with grown arguments left an op's domain: NaN in eager and
+    # compiled alike, which must not turn the absolute tolerance into NaN
+    want = np.array([np.nan, np.nan, -0.02556108195938073])
+    close(want + [0.0, 0.0, 2.8e-17], want, np.float64, "grown arguments")
+    with pytest.raises(AssertionError):
+        close(np.array([np.nan, 1.0, -0.025]), want, np.float64, "a NaN only one side has")
