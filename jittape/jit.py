@@ -44,13 +44,15 @@ function and the globals its code names (nested code objects included: lambdas,
 comprehensions) are found by identity among the operands of the traced ops
 (``trace.CapturedValues``). An array is an input of the kernel, read from its cell or
 global at each call and passed by reference (rebinding and changes in place are seen;
-its dtype, rank and size-1 axes are checked as an argument's are); a Python float that
-is an operand of the function's own elementwise ops is a weak float64 input; any other
+its dtype and shape are checked); a Python float that is an operand of the function's
+own elementwise ops is a weak float64 input, guarded by value too (Python code may also
+use it: a new value traces again, and compiles only if the graph differs); any other
 captured int, bool, str, tuple, float or array is a guard (``_capture_checks``): the
 fast path compares it (a load and a class test, a set lookup or an identity test each)
 and another value traces again. Attributes (``self.w``, ``module.x``), items of
 containers and the globals of the functions it calls stay frozen at trace time;
-``lower().graph`` says which is which. ``jt.random`` draws are inputs drawn anew at
+``lower().graph`` says which is which. Wrappers of one function are one object
+(``_share_key``) only where nothing is frozen that a wrapper made anew would read. ``jt.random`` draws are inputs drawn anew at
 each call, so a seed gives the eager sequence; a trace that draws from ``np.random`` or
 ``random`` warns.
 
@@ -385,6 +387,8 @@ class Compiled:
                 # (rounding at the threshold): the variant traced for these values is
                 # the right one, whatever its guards say
                 entry = _reuse(same[0], entry)
+                if entry is not same[0]:
+                    variants[variants.index(same[0])] = entry
                 self._forget_callers()
             else:
                 if len(variants) >= config.max_variants:    # drop the variants traced for
@@ -791,7 +795,10 @@ class Compiled:
             same = [e for e in variants if e.source == entry.source]
             if same:
                 self._forget_callers()
-                return _reuse(same[0], entry)
+                entry = _reuse(same[0], entry)
+                if entry is not same[0]:
+                    variants[variants.index(same[0])] = entry
+                return entry
             variants.append(entry)
             return entry
 
@@ -873,11 +880,16 @@ def _share_key(fn, mode, argnums, has_aux, target, static_argnums):
     None for a callable that is not a Python function or method. The objects named by
     identity stay alive while the key is in use: the compiled function holds its
     function, which holds them."""
-    bound = None
-    if fn.__class__ is types.MethodType:
-        bound, fn = id(fn.__self__), fn.__func__
-    if fn.__class__ is not types.FunctionType:
+    # a method reads its object's attributes, frozen by a trace: each wrapper traces
+    if fn.__class__ is not types.FunctionType or not _reads_nothing_frozen(fn, True, set()):
         return None
+    if not all(isinstance(a, int) for a in ((argnums,) if isinstance(argnums, int)
+                                            else argnums if isinstance(argnums, (tuple, list))
+                                            else (None,))):
+        return None                                    # (__init__ says what is wrong)
+    if not isinstance(static_argnums, (int, tuple, list)):
+        return None
+    bound = None
     cells = fn.__closure__
     kwdefaults = fn.__kwdefaults__
     # (and the disk cache in use: as the table of loaded kernels, build._TABLE, does)
@@ -886,16 +898,73 @@ def _share_key(fn, mode, argnums, has_aux, target, static_argnums):
            _default_key(fn.__defaults__ or ()),
            tuple((k, _default_key((v,))) for k, v in sorted(kwdefaults.items()))
            if kwdefaults else (), bound, mode,
-           argnums if argnums.__class__ is int else ("tuple",) + tuple(argnums)
-           if isinstance(argnums, (tuple, list)) else id(argnums),
+           argnums if isinstance(argnums, int) else ("tuple",) + tuple(argnums),
            bool(has_aux), target,
-           static_argnums if static_argnums.__class__ is int else ("tuple",) + tuple(static_argnums)
-           if isinstance(static_argnums, (tuple, list)) else id(static_argnums))
+           static_argnums if isinstance(static_argnums, int)
+           else ("tuple",) + tuple(static_argnums))
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+# modules whose attributes a function may read and still share its compiled code: the
+# numeric libraries' functions, not values a program changes
+_LIBRARIES = frozenset({"numpy", "jittape", "math", "cmath", "scipy", "numba", "functools",
+                        "operator", "itertools", "builtins"})
+
+
+def _reads_nothing_frozen(fn, top, seen, depth=0):
+    """Whether everything ``fn`` reads from its closure cells and globals is read at each
+    call or guarded (``_captured_values``, for the top-level function) or cannot change
+    (library modules, classes, functions that themselves read nothing else). A wrapper
+    made anew would trace again and see a changed attribute (``self.s``, ``cfg["s"]``,
+    ``module.x``) or a global of a function it calls: sharing must not freeze what a new
+    wrapper would have read, so such a function is not shared."""
+    if fn in seen:
+        return True
+    seen.add(fn)
+    if depth > 8:
+        return False
+    code = fn.__code__
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:                        # a cell not bound yet
+            pass
+    names, stack, codes = set(), [code], set()
+    while stack:
+        c = stack.pop()
+        if c in codes:
+            continue
+        codes.add(c)
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = fn.__globals__
+    values += [scope[n] for n in names if n in scope]
+    for v in values:
+        if isinstance(v, types.ModuleType):
+            if v.__name__.partition(".")[0] not in _LIBRARIES:
+                return False
+        elif isinstance(v, type):
+            continue
+        elif isinstance(v, Compiled):
+            if not isinstance(v.fn, types.FunctionType) or \
+                    not _reads_nothing_frozen(v.fn, False, seen, depth + 1):
+                return False
+        elif isinstance(v, types.FunctionType):
+            if not _reads_nothing_frozen(v, False, seen, depth + 1):
+                return False
+        elif isinstance(v, (types.MethodType, functools.partial)):
+            return False                          # (their object's or arguments' values)
+        elif isinstance(v, (types.BuiltinFunctionType, np.ufunc)) or (
+                callable(v) and type(v).__module__.partition(".")[0] in _LIBRARIES):
+            continue                              # (np.sum imported by name)
+        elif not (top and _capturable(v)):        # read or guarded at each call: the
+            return False                          # top-level function's values only
+    return True
 
 
 def _signature_change(old, new, sizes=False):
@@ -1025,20 +1094,7 @@ _MISS = _Miss()
 def _execute(entry, inputs):
     """Call an entry's kernel on arguments of its signature; Numba compiles a new
     specialization only for a new memory layout (non-contiguous arrays)."""
-    try:
-        return entry.kernel(*inputs, *entry.consts)
-    except TypeError:
-        if not hasattr(entry.kernel, "disable_compile"):    # a CUDA driver: a real error
-            raise
-        with _LAYOUT_LOCK:
-            entry.kernel.disable_compile(False)
-            try:
-                return entry.kernel(*inputs, *entry.consts)
-            finally:
-                entry.kernel.disable_compile()
-
-
-_LAYOUT_LOCK = build.LAYOUT_LOCK    # (shared with kernels of other functions)
+    return build.call_shared(entry.kernel, list(inputs) + list(entry.consts))
 
 
 def _inputs(leaves, kinds):
@@ -1046,13 +1102,9 @@ def _inputs(leaves, kinds):
     for leaf, kind in zip(leaves, kinds):
         if kind == "array":
             out.append(leaf if leaf.ndim else leaf[()])
-        elif kind == "scalar":
-            out.append(leaf)
-        elif kind == "pyfloat":
-            out.append(leaf)
         elif kind == "variable":
             out.append(leaf._value)
-        elif kind == "device":
+        elif kind != "static":                  # a NumPy scalar, a Python float, a GPU array
             out.append(leaf)
     return out
 
@@ -1146,7 +1198,10 @@ def _capture_checks(trace):
         v = c.value
         if c.var is not None and not c.concrete:
             if v.__class__ is float:
-                checks.append((c, "float", float))
+                # read at each call, and guarded by value too: code may also use it in
+                # Python (``if scale > 1``, ``scale / 2``), which no trace sees. Another
+                # value traces again, and compiles only if the graph differs.
+                checks.append((c, "value", (float, {v})))
             elif isinstance(v, np.generic):
                 checks.append((c, "scalar", v.__class__))
             else:
@@ -1209,7 +1264,12 @@ def _reuse(entry, new):
     """``entry``, whose graph ``new`` traced again (for other captured values, or where
     a branch condition rounds differently from NumPy's), made to take what ``new`` was
     traced for: its captured values join the accepted ones or replace them, and its
-    first run uses the random numbers that ``new``'s trace drew."""
+    first run uses the random numbers that ``new``'s trace drew. Where the two are not
+    called alike (another captured variable, results packed with other Python values),
+    ``new`` itself, which the caller puts in ``entry``'s place (its kernel is the same
+    one: build's table shares it)."""
+    if not _called_alike(entry, new):
+        return new
     if new.checks and not _merge_checks(entry, new):
         entry.checks, entry.capture_text = new.checks, new.capture_text
         entry.caller = None                   # it spelled out the old checks
@@ -1217,6 +1277,39 @@ def _reuse(entry, new):
         if isinstance(mine, RandomDraw) and isinstance(theirs, RandomDraw):
             mine.first = theirs.first
     return entry
+
+
+def _called_alike(a, b):
+    """Whether two entries of one graph take their inputs from the same places and make
+    the same results of the kernel's outputs."""
+    if [id(v) for v in a.captures] != [id(v) for v in b.captures]:
+        return False
+    if [(k, t if t.__class__ is int else id(t)) for k, t in a.writes] != \
+            [(k, t if t.__class__ is int else id(t)) for k, t in b.writes]:
+        return False
+    if len(a.implicit) != len(b.implicit):
+        return False
+    for x, y in zip(a.implicit, b.implicit):
+        if isinstance(x, RandomDraw) and isinstance(y, RandomDraw):
+            continue
+        if isinstance(x, Captured) and isinstance(y, Captured):
+            if (x.name, x.key, id(x.where)) != (y.name, y.key, id(y.where)):
+                return False
+        elif x is not y:
+            return False
+    # a packer written as one expression compares by its text and names; any other
+    # holds Python values of its trace (a function's non-tensor results), unknown here
+    expr = getattr(a.pack, "expr", None)
+    return expr is not None and expr == getattr(b.pack, "expr", None) and \
+        _same_names(a.pack.names, b.pack.names)
+
+
+def _same_names(x, y):
+    try:
+        return x.keys() == y.keys() and all(
+            type(x[k]) is type(y[k]) and bool(x[k] == y[k]) for k in x)
+    except (TypeError, ValueError):
+        return False
 
 
 def _kernel_inputs_text(entry):
@@ -1259,6 +1352,9 @@ def _capture_text(trace, checks):
     for c, how, what in checks:
         if how in ("array", "float", "scalar"):
             read.append(f"{c.label()}: {how} input")
+        elif how == "value" and c.var is not None and not c.concrete:
+            read.append(f"{c.label()}: float input")
+            guarded.append(f"{c.label()} == {c.value!r}")
         elif how == "value":
             guarded.append(f"{c.label()} == {c.value!r}")
         else:

@@ -48,7 +48,12 @@ def test_global_float_changed_gives_the_new_gradient_without_compiling_again():
         SCALE = -1.5
         np.testing.assert_allclose(g(w), -3.0 * w)
         assert g.cache_info().compiles == compiles
-        assert g.cache_info().traces == 1
+        # each new value traces again (the code might also use it in Python), and
+        # finds the same graph: nothing compiles; a value seen before traces nothing
+        assert g.cache_info().traces == 3
+        SCALE = 5.0
+        np.testing.assert_allclose(g(w), 10.0 * w)
+        assert g.cache_info().traces == 3
     finally:
         SCALE = 2.0
 
@@ -338,7 +343,7 @@ def test_cuda_target_reads_captured_values_and_draws_anew():
         np.testing.assert_allclose(np.asarray(g(w)), 4.0 * w)
         SCALE = 0.5
         np.testing.assert_allclose(np.asarray(g(w)), 1.0 * w)
-        assert g.cache_info().traces == 1
+        assert g.cache_info().compiles <= 1       # (traced again for the value, same graph)
     finally:
         SCALE = 2.0
 
@@ -412,7 +417,7 @@ def test_lower_python_takes_the_arguments_and_reads_captured_values_at_each_call
     np.testing.assert_allclose(np.asarray(python(w)[0]), np.asarray(g(w)))
     weights = np.array([3.0, 3.0, 3.0])          # rebound
     np.testing.assert_allclose(np.asarray(python(w)[0]), np.asarray(g(w)))
-    assert g.cache_info().traces == 1
+    assert g.cache_info().traces == 2              # the new rate traced again: the same graph
 
 
 def test_lower_python_reads_variables_and_draws_anew():
@@ -453,3 +458,47 @@ def test_kernel_takes_the_captured_values_after_the_arguments_as_lower_names_the
 
     np.testing.assert_allclose(call(w, weights, rate), g(w))
     np.testing.assert_allclose(call(w, weights, 2.0), 4 * g(w))
+
+
+HALF = 2.0
+LIMIT = 2.0
+
+
+def test_a_captured_float_also_used_in_python_is_never_stale():
+    # the float is an operand (a kernel input) and feeds Python code the trace cannot
+    # see: a new value traces again, so both uses take it
+    global HALF, LIMIT
+    g = jt.grad(lambda x: jt.sum(x * HALF) * (HALF / 2))
+    h = jt.grad(lambda x: jt.sum(x * LIMIT) * (10.0 if LIMIT > 3 else 1.0))
+    x = np.ones(2)
+    try:
+        np.testing.assert_allclose(g(x), [2.0, 2.0])
+        np.testing.assert_allclose(h(x), [2.0, 2.0])
+        HALF, LIMIT = 4.0, 5.0
+        np.testing.assert_allclose(g(x), [8.0, 8.0])
+        np.testing.assert_allclose(h(x), [50.0, 50.0])
+    finally:
+        HALF, LIMIT = 2.0, 2.0
+
+
+RESULT_TAG = 1
+STEP_VARIABLE = jt.Variable([1.0, 1.0])
+
+
+def test_a_variant_traced_again_keeps_its_own_results_and_variables():
+    # the same graph traced for another captured value: the new trace's Python results
+    # and captured variables are the ones used, not those of the first trace
+    global RESULT_TAG, STEP_VARIABLE
+    f = jt.function(lambda x: (x * 2.0, RESULT_TAG))
+    step = jt.function(lambda x: jt.sum(STEP_VARIABLE * x))
+    x = np.ones(2)
+    saved = STEP_VARIABLE
+    try:
+        assert f(x)[1] == 1
+        RESULT_TAG = 7
+        assert f(x)[1] == 7
+        np.testing.assert_allclose(step(np.full(2, 4.0)), 8.0)
+        STEP_VARIABLE = jt.Variable([10.0, 10.0])
+        np.testing.assert_allclose(step(np.full(2, 1.1)), 22.0)
+    finally:
+        RESULT_TAG, STEP_VARIABLE = 1, saved

@@ -253,3 +253,51 @@ def test_no_recompile_warning_below_the_limit_or_when_off(monkeypatch):
     assert jt.config.recompile_warning is None
     monkeypatch.undo()
     assert jt.config.recompile_warning == 8
+
+
+class _Model:
+    scale = 2.0
+
+    def loss(self, x):
+        return jt.sum(x * x) * self.scale
+
+
+_CONFIG = {"scale": 2.0}
+_HELPER_SCALE = 2.0
+
+
+def _scaled(x):
+    return x * _HELPER_SCALE
+
+
+def _helper_loss(x):
+    return jt.sum(_scaled(x))
+
+
+def test_a_wrapper_made_anew_sees_what_a_trace_would_have_frozen():
+    # attributes, container items and the globals of called functions are frozen by a
+    # trace: wrappers of functions that read them are not shared, so a wrapper made
+    # anew traces and sees their new values
+    global _HELPER_SCALE
+    x = np.ones(2)
+    m = _Model()
+    np.testing.assert_allclose(jt.grad(m.loss)(x), [4.0, 4.0])
+    m.scale = 5.0
+    np.testing.assert_allclose(jt.grad(m.loss)(x), [10.0, 10.0])
+    f = lambda x: jt.sum(x * _CONFIG["scale"])                     # noqa: E731
+    np.testing.assert_allclose(jt.grad(f)(x), [2.0, 2.0])
+    _CONFIG["scale"] = 5.0
+    try:
+        np.testing.assert_allclose(jt.grad(f)(x), [5.0, 5.0])
+        np.testing.assert_allclose(jt.grad(_helper_loss)(x), [2.0, 2.0])
+        _HELPER_SCALE = 5.0
+        np.testing.assert_allclose(jt.grad(_helper_loss)(x), [5.0, 5.0])
+    finally:
+        _CONFIG["scale"], _HELPER_SCALE = 2.0, 2.0
+
+
+def test_argnums_of_any_sequence_are_keyed_by_value():
+    f = lambda a, b: jt.sum(2 * a + 3 * b)                        # noqa: E731
+    x = np.ones(2)
+    got = [jt.grad(f, argnums=range(k, k + 1))(x, x)[0] for k in (0, 1)]
+    np.testing.assert_allclose(got, [[2.0, 2.0], [3.0, 3.0]])
