@@ -934,14 +934,7 @@ def _reads_nothing_frozen(fn, top, seen, depth=0):
             values.append(cell.cell_contents)
         except ValueError:                        # a cell not bound yet
             pass
-    names, stack, codes = set(), [code], set()
-    while stack:
-        c = stack.pop()
-        if c in codes:
-            continue
-        codes.add(c)
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    names = set().union(*(c.co_names for c in _nested_codes(code)))
     scope = fn.__globals__
     values += [scope[n] for n in names if n in scope]
     for v in values:
@@ -1138,20 +1131,13 @@ def _captured_values(fn):
             continue
         if _capturable(value):
             captures.append(Captured(name, cell, None, value))
-    codes, names, literals = set(), set(), set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        if c in codes:
-            continue
-        codes.add(c)
-        names.update(c.co_names)
+    codes, literals = _nested_codes(code), set()
+    names = set().union(*(c.co_names for c in codes))
+    for c in codes:
         consts = list(c.co_consts)
         while consts:
             k = consts.pop()
-            if isinstance(k, types.CodeType):
-                stack.append(k)
-            elif k.__class__ is float:
+            if k.__class__ is float:
                 literals.add(id(k))
             elif isinstance(k, (tuple, frozenset)):
                 consts.extend(k)
@@ -1161,6 +1147,18 @@ def _captured_values(fn):
         if value is not _MISSING and _capturable(value):
             captures.append(Captured(name, scope, name, value))
     return CapturedValues(captures, codes, literals)
+
+
+def _nested_codes(code):
+    """``code`` and the code objects nested in it (lambdas, comprehensions, inner
+    functions), each once."""
+    codes, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        if c not in codes:
+            codes.add(c)
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return codes
 
 
 def _capturable(value):
