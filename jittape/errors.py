@@ -16,6 +16,10 @@ class JittapeError(Exception):
     """Base class of jittape's own errors."""
 
 
+class TracerError(JittapeError, TypeError):
+    """A traced value was used where a concrete Python value is needed."""
+
+
 class ShapeError(JittapeError, ValueError):
     """Operand shapes that an op cannot combine."""
 
@@ -30,8 +34,9 @@ class NumericsError(JittapeError, FloatingPointError):
 
 class SizeMismatch(JittapeError, ValueError):
     """Sizes that a compiled function's ops need equal (broadcasting, matrix products)
-    differ in this call. A kernel checks them all at once and its message lists them; a
-    compiled function says which failed, with the op and the line."""
+    differ in this call. A kernel checks them all at once and its message lists them, one
+    a line under a short first line; a compiled function says which failed, with the op,
+    the sizes and the line."""
 
 
 class OutOfRange(JittapeError, IndexError):

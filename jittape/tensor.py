@@ -15,7 +15,9 @@ import warnings
 import numpy as np
 
 from . import config as _config
-from .errors import (GradientLostError, GradientLostWarning, UnsupportedError, at_user_line,
+from .recording import (ACTIVE_TAPES as _ACTIVE_TAPES, TRACES as _TRACES,
+                        current_trace as _current_trace, thread_tapes as _thread_tapes)
+from .errors import (GradientLostError, GradientLostWarning, TracerError, UnsupportedError, at_user_line,
                      call_text, caller_frames)
 
 float16 = np.dtype(np.float16)
@@ -179,10 +181,6 @@ class Tensor:
     def size(self):
         return self._value.size
 
-    @property
-    def T(self):
-        return _ops.transpose(self)
-
     def numpy(self):
         """The value as a NumPy array (a NumPy scalar for 0-d tensors)."""
         v = self._value
@@ -243,133 +241,6 @@ class Tensor:
         return (f"<jt.Tensor: shape={self.shape}, dtype={self.dtype.name}, "
                 f"numpy={_repr_value(self._value)}>")
 
-    # -- operators ----------------------------------------------------------
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(other, self)
-
-    def __sub__(self, other):
-        return _ops.subtract(self, other)
-
-    def __rsub__(self, other):
-        return _ops.subtract(other, self)
-
-    def __mul__(self, other):
-        return _ops.multiply(self, other)
-
-    def __rmul__(self, other):
-        return _ops.multiply(other, self)
-
-    def __truediv__(self, other):
-        return _ops.divide(self, other)
-
-    def __rtruediv__(self, other):
-        return _ops.divide(other, self)
-
-    def __floordiv__(self, other):
-        return _ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return _ops.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return _ops.mod(self, other)
-
-    def __rmod__(self, other):
-        return _ops.mod(other, self)
-
-    def __pow__(self, other):
-        return _ops.power(self, other)
-
-    def __rpow__(self, other):
-        return _ops.power(other, self)
-
-    def __matmul__(self, other):
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops.matmul(other, self)
-
-    def __neg__(self):
-        return _ops.negative(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _ops.abs(self)
-
-    def __eq__(self, other):
-        return _ops.equal(self, other)
-
-    def __ne__(self, other):
-        return _ops.not_equal(self, other)
-
-    def __lt__(self, other):
-        return _ops.less(self, other)
-
-    def __le__(self, other):
-        return _ops.less_equal(self, other)
-
-    def __gt__(self, other):
-        return _ops.greater(self, other)
-
-    def __ge__(self, other):
-        return _ops.greater_equal(self, other)
-
-    def __and__(self, other):
-        return _ops.logical_and(self, other)
-
-    def __or__(self, other):
-        return _ops.logical_or(self, other)
-
-    def __invert__(self):
-        return _ops.logical_not(self)
-
-    def __getitem__(self, index):
-        return _ops.getitem(self, index)
-
-    # -- NumPy-style methods, so that NumPy code written with methods works --
-    def reshape(self, *shape):
-        return _ops.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    def transpose(self, *axes):
-        return _ops.transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
-
-    def sum(self, axis=None, keepdims=False):
-        return _ops.sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        return _ops.mean(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        return _ops.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return _ops.min(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis=None, keepdims=False):
-        return _ops.prod(self, axis=axis, keepdims=keepdims)
-
-    def dot(self, other):
-        return _ops.dot(self, other)
-
-    def clip(self, min=None, max=None):
-        return _ops.clip(self, min, max)
-
-    def squeeze(self, axis=None):
-        return _ops.squeeze(self, axis)
-
-    def ravel(self):
-        return _ops.reshape(self, (-1,))
-
-    flatten = ravel
-
-    def astype(self, dtype):
-        return _ops.cast(self, dtype)
-
     # -- NumPy protocols ----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         op = UFUNC_TABLE.get(ufunc)
@@ -425,12 +296,6 @@ class Variable(Tensor):
     def trainable(self):
         return self._trainable
 
-    def read_value(self):
-        """The current value as a Tensor (a snapshot: later assignments do not change it)."""
-        return _ops.identity(self)
-
-    value = read_value
-
     def numpy(self):
         if _TRACES and _current_trace() is not None:
             _traced_read(self, "numpy()")
@@ -453,17 +318,6 @@ class Variable(Tensor):
 
     def assign(self, value):
         return self._new_value(value, "assign")
-
-    def assign_add(self, delta):
-        if _TRACES and _current_trace() is not None:
-            return self._new_value(_ops.add(self, _same_dtype(delta, self.dtype)), "assign_add")
-        return self._new_value(self._value + to_array(delta, self.dtype), "assign_add")
-
-    def assign_sub(self, delta):
-        if _TRACES and _current_trace() is not None:
-            return self._new_value(_ops.subtract(self, _same_dtype(delta, self.dtype)),
-                                   "assign_sub")
-        return self._new_value(self._value - to_array(delta, self.dtype), "assign_sub")
 
     def __repr__(self):
         return (f"<jt.Variable {self._name!r} shape={self.shape} dtype={self.dtype.name}, "
@@ -564,15 +418,7 @@ def _concrete_initial_value(value):
     return value._value
 
 
-def _same_dtype(x, dtype):
-    """``x`` as a value of ``dtype`` (as ``to_array(x, dtype)``), for traced code."""
-    if isinstance(x, Tensor) and x.dtype == dtype:
-        return x
-    return _ops.cast(x, dtype)
-
-
 def _traced_read(variable, what):
-    from .trace import TracerError
     raise TracerError(at_user_line(
         f"{what} of variable {variable.name!r} in a traced function: its value is only "
         "known when the compiled function runs; compute with it through jittape ops"))
@@ -585,11 +431,3 @@ def constant(value, dtype=None):
 
 def is_tensor(x):
     return isinstance(x, Tensor)
-
-
-from . import ops as _ops  # noqa: E402  (the ops need Tensor; Tensor's operators need the ops)
-from .tape import (  # noqa: E402
-    ACTIVE_TAPES as _ACTIVE_TAPES, TRACES as _TRACES, current_trace as _current_trace,
-    thread_tapes as _thread_tapes,
-)
-
