@@ -115,7 +115,7 @@ def _kind(name, op):
         return None
     arrays = [all(isinstance(s, tuple) for s in e.inputs) for e in examples]
     keys = set().union(*(e.params for e in examples))
-    if isinstance(op, Primitive) and "scalar" in op.lowerings and not keys:
+    if isinstance(op, Primitive) and op.kind == "elementwise" and not keys:
         n = len(examples[0].inputs)
         out = op.abstract(*[Aval(shape, np.float64) for shape in examples[0].inputs])
         if out.dtype == bool:

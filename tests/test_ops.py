@@ -3,11 +3,20 @@
 Nobody writes a test per op: adding an op with its examples adds it here.
 """
 
+import ast
+import builtins
+import math
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
 import jittape as jt
-from jittape.ops.core import Aval, Primitive, aval_of
+from jittape import control
+from jittape.codegen import cpu, cuda
+from jittape.custom import CustomRule
+from jittape.ops.core import KINDS, REGISTRY, Aval, Primitive, aval_of
 from jittape.tensor import FUNCTION_TABLE, UFUNC_TABLE
 
 from opcheck import all_ops, apply, cases, make_inputs, numeric_grad, projected, tape_grads
@@ -35,10 +44,95 @@ def test_every_op_declares_examples_and_differentiable_ops_declare_vjps():
                 assert any(isinstance(s, tuple) for s in ex.inputs), (name, ex)
 
 
-def test_every_primitive_has_a_lowering_slot():
-    for name, op in all_ops().items():
-        if isinstance(op, Primitive):
-            assert isinstance(op.lowerings, dict), name
+def _header_names(header):
+    tree = ast.parse(header.replace("{", "").replace("}", ""))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return found
+
+
+def _records():
+    """Every op record a graph can hold: the primitives, the loop parts, custom rules."""
+    records = [op for op in REGISTRY.values()]
+    records += [control.LOOP_INDEX, control.ONEHOT, control.LOOP_STACK]
+    records.append(CustomRule(None, 1, "f", traced=True))
+    return records
+
+
+def _scalar_calls(template):
+    """(module, function) of each call in a scalar expression template."""
+    expr = template.replace("{f}", "f64").replace("{dtype}", "float64")
+    expr = re.sub(r"\{(\w+)\}", r"_\1", expr)
+    calls = set()
+    for node in ast.walk(ast.parse(expr, mode="eval")):
+        if isinstance(node, ast.Call):
+            f = node.func
+            calls.add((f.value.id, f.attr) if isinstance(f, ast.Attribute) else (None, f.id))
+    return calls
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_every_op_lowers_to_each_backend_it_claims(backend):
+    """A missing lowering (a CUDA one above all) is caught here, without a GPU: an
+    elementwise op's scalar expression may call only what the backend's generated module
+    has (on CUDA, after ``device_code``: math's functions, the runtime's, NumPy's
+    ``DEVICE_NUMPY``)."""
+    header = _header_names(cpu.HEADER if backend == "cpu" else cuda.HEADER)
+    missing = []
+    for op in _records():
+        assert op.kind in KINDS, op
+        if backend not in op.backends:
+            continue
+        if op.kind == "elementwise":
+            template = op.lowerings.get("scalar")
+            if template is None:
+                missing.append(f"{op.name}: no scalar lowering")
+                continue
+            if callable(template):
+                continue                      # made per node; the compiled tests run it
+            code = cuda.device_code(template) if backend == "cuda" else template
+            for module, fn in _scalar_calls(code):
+                ok = (fn in header or hasattr(builtins, fn) if module is None else
+                      hasattr(math, fn) if module == "math" else
+                      module == "np" and (isinstance(getattr(np, fn, None), type)
+                                          or backend == "cpu" and hasattr(np, fn)
+                                          or getattr(np, fn, None) in cuda.DEVICE_NUMPY))
+                if not ok:
+                    missing.append(f"{op.name}: {backend} has no {module or ''}"
+                                   f"{'.' if module else ''}{fn} ({template})")
+        elif op.kind == "reduction":
+            if "reduce" not in op.lowerings or backend not in op.lowerings:
+                missing.append(f"{op.name}: no reduce step or no {backend} lowering")
+        elif backend not in op.lowerings:
+            missing.append(f"{op.name}: no {backend} lowering")
+    assert not missing, "\n".join(missing)
+
+
+def _compared_names(tree, names):
+    """Op names that a comparison tests against (``prim.name == "sum"``, ``in (...)``)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in [node.left, *node.comparators]:
+            if isinstance(side, ast.Attribute) and side.attr == "name":
+                found.append((node.lineno, ast.unparse(side)))
+            for leaf in ast.walk(side):
+                if isinstance(leaf, ast.Constant) and leaf.value in names:
+                    found.append((node.lineno, leaf.value))
+    return found
+
+
+def test_passes_and_backends_ask_records_not_names():
+    """Passes and backends never test an op's name: they ask its record's traits."""
+    names = {op.name for op in _records()}
+    root = pathlib.Path(jt.__file__).parent
+    found = [f"{path.relative_to(root)}:{line}: {what}"
+             for path in sorted([*root.glob("passes/*.py"), *root.glob("codegen/*.py")])
+             for line, what in _compared_names(ast.parse(path.read_text()), names)]
+    assert not found, found
 
 
 @pytest.mark.parametrize("name,i", PRIMITIVE_CASES)

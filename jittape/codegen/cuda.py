@@ -28,6 +28,7 @@ differs).
   on the device too, so a call never waits for the GPU.
 """
 
+import math
 import re
 
 import numpy as np
@@ -56,9 +57,9 @@ from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, slice_length, slice_start, slice_step,
 )
 from jittape.codegen.cuda_runtime import (  # noqa: F401
-    MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, fill, is_device_array, matmul2d,
-    onehot, relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64, sign,
-    simulator, softplus_f32, softplus_f64, stage, to_host,
+    FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, fill, is_device_array,
+    matmul2d, onehot, relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64,
+    sign, simulator, softplus_f32, softplus_f64, stage, to_host,
 )
 
 _CACHE = not simulator()           # Numba keeps the kernels' machine code on disk
@@ -67,20 +68,28 @@ ERRORS = Errors()
 
 '''
 
-# NumPy's scalar functions in the scalar lowerings, as the functions CUDA kernels have
-_DEVICE_FUNCTIONS = {
-    "np.exp(": "math.exp(", "np.expm1(": "math.expm1(", "np.log(": "math.log(",
-    "np.log1p(": "math.log1p(", "np.sqrt(": "math.sqrt(", "np.abs(": "abs(",
-    "np.sign(": "sign(", "np.isfinite(": "math.isfinite(", "np.isnan(": "math.isnan(",
-    "np.tanh(": "math.tanh(", "np.sin(": "math.sin(", "np.cos(": "math.cos(",
-    "np.tan(": "math.tan(", "np.arctan(": "math.atan(",
-}
+# The NumPy functions that CUDA kernels call as NumPy's (Numba's CUDA target has them),
+# and those that become Python's abs and the runtime's sign; the others of a scalar
+# lowering become math's (``device_code``)
+DEVICE_NUMPY = frozenset({np.maximum, np.minimum})
+_DEVICE_BUILTINS = {np.abs: "abs", np.sign: "sign"}
+_NUMPY_CALL = re.compile(r"\bnp\.(\w+)\(")
+
+
+def _device_function(match):
+    name = match.group(1)
+    fn = getattr(np, name, None)
+    if fn in _DEVICE_BUILTINS:
+        return _DEVICE_BUILTINS[fn] + "("
+    math_name = "a" + name[3:] if name.startswith("arc") else name   # arctan -> atan
+    if fn not in DEVICE_NUMPY and hasattr(math, math_name):
+        return f"math.{math_name}("
+    return match.group(0)        # NumPy's, or a dtype's constructor (np.float32(...))
 
 
 def device_code(expr):
-    for numpy_name, cuda_name in _DEVICE_FUNCTIONS.items():
-        expr = expr.replace(numpy_name, cuda_name)
-    return expr
+    """A scalar lowering's NumPy functions as the functions CUDA kernels have."""
+    return _NUMPY_CALL.sub(_device_function, expr)
 
 
 class CudaContext(Context):
@@ -128,7 +137,7 @@ class CudaContext(Context):
         lines = ["for f in range(cuda.grid(1), n, cuda.gridsize(1)):"]
         lines += _split_index("f", sizes, list(range(rank)), "    ")
         lines += ["    " + line for line in body]
-        self.kernels.append("\n".join([f"# {node.text()}", "@cuda.jit(cache=_CACHE)",
+        self.kernels.append("\n".join([f"# {node.text(self.graph.sizes)}", "@cuda.jit(cache=_CACHE)",
                                        f"def {kname}(n, {', '.join(sizes + params)}):"]
                                       + ["    " + line for line in lines]))
         launch = [f"s{a} = {d}" for a, d in enumerate(shape)]
@@ -228,7 +237,7 @@ def generate(graph, name, version):
         order = schedule(nodes, live_out)
         reuse.clear()
         if reuse_buffers:
-            reuse.update(plan_buffers(graph, order, materialized(order, VIEWS)))
+            reuse.update(plan_buffers(graph, order, materialized(order, _no_array), "cuda"))
         lines = []
         for item in order:
             if isinstance(item, Group):
@@ -249,7 +258,7 @@ def generate(graph, name, version):
         driver += emit(before, read_later, reuse_buffers=False)
         k = names.value_name(index.out)
         for st in stacks:
-            driver += [f"# {st.text()}", buffer(st.out)]
+            driver += [f"# {st.text(graph.sizes)}", buffer(st.out)]
         driver.append(f"for {k} in range({names.size_code(index.params['count'])}):   "
                       "# one reverse sweep per target element")
         rows = {st.inputs[0].id for st in stacks}
@@ -288,13 +297,15 @@ def generate(graph, name, version):
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
     source = (HEADER.format(version=version, name=name, digest=digest)
               + "\n\n".join(kernels) + ("\n\n" if kernels else "") + "\n".join(lines) + "\n")
-    return source, "driver"
+    return names.readable(source, graph), "driver"
 
 
 FLAG = "flag0"            # the driver's name for the error flag (cuda_runtime.Errors)
 
-# values that take their source's memory (device arrays reshape as views) or are scalars
-VIEWS = ("reshape", "sum", "max", "min", "prod", "check_labels")
+def _no_array(prim):
+    """Whether a node of ``prim`` standing alone gets no array of its own: a view of its
+    input's device memory, or a reduction's result, a device scalar."""
+    return "cuda" in prim.aliases or prim.kind == "reduction"
 
 
 def _split_index(flat, sizes, axes, indent, rest_prefix="r"):
@@ -335,8 +346,8 @@ def _group_kernel(ctx, group, kname, buffer):
     if red is not None:
         writes.append(red.out)
     params = ["n"] + sizes + [ctx.name(v) for v in reads] + [ctx.name(v) for v in writes]
-    comment = [f"# fused over {ir.shape_text(group.domain) or 'a scalar'}:"]
-    comment += ["#   " + n.text() + (f"  ({n.where})" if n.where else "")
+    comment = [f"# fused over {ir.shape_text(group.domain, ctx.graph.sizes) or 'a scalar'}:"]
+    comment += ["#   " + n.text(ctx.graph.sizes) + (f"  ({n.where_text()})" if n.where_text() else "")
                 for n in group.nodes + ([red] if red else [])]
     body = []
 
@@ -376,7 +387,7 @@ def _group_kernel(ctx, group, kname, buffer):
     else:
         init, update = red.prim.lowerings["reduce"]
         r = red.out
-        acc_dt = np.dtype(np.float64) if (r.dtype == np.float32 and red.prim.name == "sum") else r.dtype
+        acc_dt = red.prim.accumulator(r.dtype)
         x = ctx.read(red.inputs[0], rank, members, r.dtype)
         step = device_code(update.format(acc="acc", x=x))
         init_code = names.literal_code(init(r.dtype), acc_dt)
@@ -439,7 +450,7 @@ def _group_kernel(ctx, group, kname, buffer):
     args = ["n"] + sizes + [ctx.name(v) for v in reads] + [ctx.name(v) for v in writes]
     if red is not None and full:
         r = red.out
-        acc_dt = np.dtype(np.float64) if (r.dtype == np.float32 and red.prim.name == "sum") else r.dtype
+        acc_dt = red.prim.accumulator(r.dtype)
         init, update = red.prim.lowerings["reduce"]
         partials = f"{kname}_partials"
         allocs.append(buffer(None, (partials, "(MAX_BLOCKS,)", acc_dt)))
@@ -459,7 +470,7 @@ def _group_kernel(ctx, group, kname, buffer):
     elif partial:
         args += list(dims.values())
         launch.append(f"m = {reduced_total}")
-        launch.append("if m >= THREADS or n < 4 * THREADS:     # long reductions, or few")
+        launch.append("if m >= THREADS or n < FEW_ROWS:     # long reductions, or few rows")
         launch.append(f"    {kname}_rows[max(1, min(n, MAX_BLOCKS)), THREADS]"
                       f"({', '.join(args[:1] + ['m'] + args[1:])})")
         launch.append("else:")
@@ -494,7 +505,8 @@ def _node(ctx, node):
     if lower is None:
         raise UnsupportedError(f"target='cuda': {node.prim.name} ({node.text()}) has no CUDA "
                                "lowering yet; use target='cpu' for this function")
-    comment = [f"# {node.text()}" + (f"  ({node.where})" if node.where else "")]
+    where = node.where_text()
+    comment = [f"# {node.text(ctx.graph.sizes)}" + (f"  ({where})" if where else "")]
     return comment + list(lower(ctx, node))
 
 

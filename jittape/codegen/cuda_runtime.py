@@ -26,6 +26,8 @@ def simulator():
 THREADS = 8 if simulator() else 256      # threads per block (elementwise, reductions)
 MAX_BLOCKS = 2 if simulator() else 4096   # grid-stride loops cover larger domains
 TILE = 2 if simulator() else 16          # the matrix product's tile edge
+FEW_ROWS = 4 * THREADS    # fewer rows than this keep too few blocks busy at one thread a
+                          # row: a block reduces each row
 
 _device = cuda.jit(device=True, inline=True)
 for _name, _fn in zip(runtime.HELPER_NAMES,

@@ -4,11 +4,9 @@
 beside NumPy's (on a few cores the two pools slow each other: ``benchmarks/compiled.py``),
 and its blocking and threads decide the order of each sum. This module's product gives
 the same bits on every call and any number of threads, shares its tiles among Numba's
-threads, and runs within a few percent of OpenBLAS and XLA on the products of a loss
-(``benchmarks/gemm.py``, a Zen 3 core, the MLP's x @ W1 and x.T @ dh in float32: 610 and
-635 us, NumPy's OpenBLAS 587 and 586, XLA 614 and 622; on two cores 463 and 460, XLA 462
-and 500; a square 512 product 3% behind OpenBLAS), for float32 and float64 matrices of
-any strides.
+threads, and keeps up with OpenBLAS and XLA on the products of a loss, for float32 and
+float64 matrices of any strides (``benchmarks/gemm.py`` measures it; the figures that
+decided its design are in ``docs/performance-notes.md``).
 
 The method is the one of GotoBLAS and BLIS:
 
@@ -55,7 +53,9 @@ from .linkage import external
 from .mathlib import HAS_FMA
 
 MR = 6                                 # rows of a tile
-LANES = {32: 8, 64: 4}                 # elements per 256-bit register, by float width
+REGISTER_BYTES = 32                    # the tile is laid out for 256-bit registers (AVX2; on
+                                       # AVX-512 machines too: sixteen of them suffice)
+LANES = {bits: 8 * REGISTER_BYTES // bits for bits in (32, 64)}   # elements a register holds
 KC = 256                               # inner-dimension steps per packed block
 MC = 96                                # rows of a per packed block (a multiple of MR)
 NC = 4096                              # columns of b per packed block
@@ -142,8 +142,8 @@ def panel_ir(bits):
     ``dst[p * NR + j] = b[p * ldb + j]`` for p < k, j < NR: a whole panel of ``b``
     whose rows are contiguous (``ldb`` elements apart), packed by two vector loads and
     stores a row. Written in Numba, a loop of NR steps is too short for LLVM's
-    vectorizer (its vector loop takes more at once) and stays scalar: that copy took
-    76 us of the 658 of the MLP's forward product."""
+    vectorizer (its vector loop takes more at once) and stays scalar, a copy slow
+    enough to show beside the micro-kernel's work."""
     lanes = LANES[bits]
     ft = {32: "float", 64: "double"}[bits]
     vec = f"<{lanes} x {ft}>"
@@ -273,7 +273,7 @@ def _gemm_body(a, b):
         a = np.ascontiguousarray(a)
     lda = a.strides[0] // size
     step = a.strides[1] // size
-    nr = 2 * (32 // size)                              # NR: two registers of lanes
+    nr = 2 * (REGISTER_BYTES // size)                  # NR: two registers of lanes
     # rows of b packed by vector copies where they are contiguous runs of whole elements
     rows_in_place = b.strides[1] == size and b.strides[0] % size == 0
     ldb = b.strides[0] // size
@@ -384,11 +384,11 @@ def _one_thread():
 
 # The order of the tasks of a block of the inner dimension (``SEVERAL_THREADS()``). On
 # one thread, a row block of a meets every panel in turn, so that it is read from the
-# L2 cache (6% faster on the MLP's products than all of a against one panel, then the
-# next). On several, each thread takes whole panels against every row, as even a share
-# as the panels make (by consecutive row blocks, a thread could hold the last, smaller
-# block: 10% slower on two cores). The plain compile runs on one thread; the parallel
-# one asks how many it has (``numba.set_num_threads`` may have made it one).
+# L2 cache (all of a against one panel, then the next, would read a from farther away
+# once per panel). On several, each thread takes whole panels against every row, as even
+# a share as the panels make (by consecutive row blocks, one thread could hold the last,
+# smaller block and then wait for the others). The plain compile runs on one thread; the
+# parallel one asks how many it has (``numba.set_num_threads`` may have made it one).
 SEVERAL_THREADS = _one_thread
 _gemm = numba.njit(error_model="numpy", cache=True)(_named(_gemm_body, "_gemm"))
 _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
@@ -401,8 +401,8 @@ def product(a, b, threads=True):
     one or a few columns (a matrix times a vector, shaped as a matrix) would fill a
     fraction of each tile, and BLAS's matrix-vector product does not pad. With
     ``threads``, products of PARALLEL multiply-adds or more run on Numba's threads (as many as
-    ``numba.set_num_threads`` says), where the cost of starting them (microseconds) is
-    small beside the product's. (Asking ``numba.get_num_threads()`` here would make
+    ``numba.set_num_threads`` says), where the cost of starting them is small beside
+    the product's. (Asking ``numba.get_num_threads()`` here would make
     every function that calls this one impossible to keep in Numba's disk cache.)"""
     return np.dot(a, b)
 
@@ -452,8 +452,8 @@ def _blas_product(a, b):
 
     def impl(a, b):
         # Numba's np.dot copies every operand of layout A (a copy of x.T in the
-        # gradient of x @ w: most of a logistic regression's step): here they keep
-        # their order, known from their strides
+        # gradient of x @ w, at every step): here they keep their order, known from
+        # their strides
         a_c, a_f = a.flags.c_contiguous, a.flags.f_contiguous
         b_c, b_f = b.flags.c_contiguous, b.flags.f_contiguous
         if a_c and b_c:
@@ -484,7 +484,7 @@ def _matmul2d(a, b, threads=True):
     Numba's threads, ``jt.config.parallel``): ``product``, or a plain loop when the
     product is too small for packing or BLAS to pay off (the seed examples' 1x4 @ 4x3).
     What does the work takes arrays of any layout (``[:, :]``), so that it compiles
-    once per dtype, not once per pair of layouts (seconds each, on a first run); BLAS
+    once per dtype, not once per pair of layouts (each a long compile on a first run); BLAS
     gets the operands as they are (its wrapper transposes, where another layout
     would have it copy)."""
     n, k = a.shape

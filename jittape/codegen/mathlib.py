@@ -380,9 +380,9 @@ def _public(name, ftype, core):
     the call marked ``alwaysinline``: LLVM inlines it into the loop and vectorizes it. A
     plain ``njit`` function would stay a call into another library, and an overload
     inlined by Numba (``inline="always"``) is typed again at every call site and makes
-    Numba run its IR passes over the whole kernel once more per call (a tenth of a
-    second per kernel). From Python (``f.lower(...).python``) it runs ``core`` compiled
-    on its own."""
+    Numba run its IR passes over the whole kernel once more per call, a cost each
+    kernel's compile would pay. From Python (``f.lower(...).python``) it runs ``core``
+    compiled on its own."""
     float_type = numba.from_dtype(np.dtype(ftype))
 
     def python(x):
@@ -416,11 +416,9 @@ def _public(name, ftype, core):
 
 
 FUNCTIONS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "relu")
-NAMES = []
 for _ftype, _suffix in ((np.float32, "f32"), (np.float64, "f64")):
     for _name, _fn in _make(_ftype).items():
         globals()[f"{_name}_{_suffix}"] = _public(f"{_name}_{_suffix}", _ftype, _fn)
-        NAMES.append(f"{_name}_{_suffix}")
 
 
 # NumPy's functions in the primitives' scalar lowerings, and their names here

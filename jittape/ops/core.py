@@ -22,7 +22,8 @@ from ..errors import NumericsError, ShapeError, at_user_line
 from .. import config as _config, tensor as tensor_module
 from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand,
                       complex_error)
-from ..tape import ACTIVE_TAPES, TRACES, current_trace, record
+from ..ir import Var
+from ..recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
 
 _TENSOR_CLASSES = frozenset([Tensor, Variable])
 # operands taken as they are; an ndarray too once its dtype is known not to be complex
@@ -117,17 +118,76 @@ def ex(*inputs, domain=None, **params):
     return Example(inputs, params, domain)
 
 
-class Primitive:
+KINDS = ("elementwise", "reduction", "view", "contraction", "opaque", "loop")
+BACKENDS = ("cpu", "cuda")
+CHEAP = 1          # cost of an op per element: about one instruction
+COSTLY = 8         # a math function (exp, log, tanh, ...): tens of cycles an element
+
+
+class OpRecord:
+    """What an op of a graph or of a tape entry declares about itself.
+
+    Passes and backends ask an op's record, never its name:
+
+    - ``kind``: ``elementwise`` (one scalar expression per element, fusable: its
+      ``lowerings["scalar"]``), ``reduction`` (a fold along axes: ``lowerings["reduce"]``
+      is ``(init(dtype), step)``), ``view`` (a new shape over the same elements),
+      ``contraction`` (matrix products), ``opaque`` (its own loop or kernel:
+      ``lowerings[backend]``) or ``loop`` (a part of a generated loop, see
+      ``control.py``);
+    - ``accumulator(dtype)``: the dtype a reduction accumulates a result of ``dtype`` in;
+    - ``cost``: ``CHEAP`` or ``COSTLY`` per element (threads pay off for costly loops);
+    - ``backends``: the backends it lowers to (a test checks each has its lowering);
+    - ``aliases``: the backends where its result may share its first input's memory
+      rather than own an array (passes.memory);
+    - ``keeps_order``: a view whose elements are its input's in the same (row-major)
+      order, only the shape differs (a reshape);
+    - ``foldable``: computed while tracing when no input is traced (not loop parts).
+
+    Slots for the transformations: ``vjp`` (one rule per input) or ``joint`` with
+    ``joint_vjp`` (all inputs' cotangents at once); ``jvp`` (forward mode) and ``batch``
+    (vectorizing map) rules; ``regions``, the names of parameters that hold a body
+    sub-graph (control-flow ops); ``simplify(node, producer)``, an algebraic rewrite
+    (``passes.simplify``).
+    """
+
+    name = "op"
+    kind = "opaque"
+    cost = CHEAP
+    backends = BACKENDS
+    aliases = frozenset()
+    keeps_order = False
+    differentiable = True
+    foldable = True
+    joint = False
+    impl = None
+    vjp = None
+    jvp = None
+    batch = None
+    regions = ()
+    simplify = None
+    keep_inputs = True
+    keep_out = True
+    lowerings = {}
+
+    def accumulator(self, dtype):
+        return np.dtype(dtype)
+
+    def __repr__(self):
+        return f"<jittape op {self.name}>"
+
+
+class Primitive(OpRecord):
     """An op of the registry; calling it applies it to tensors."""
 
-    joint = False        # a tape entry's VJP rules are per input (custom gradients: joint)
-
-    costly = False                   # a math function (see ops.elementwise.elementwise)
-
     def __init__(self, name, impl, *, abstract, vjp=None, save=None, examples=(),
-                 domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False):
+                 domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False,
+                 kind="opaque", cost=CHEAP, aliases=(), keeps_order=False, accumulate=None,
+                 backends=BACKENDS, public=True):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
+        if kind not in KINDS:
+            raise ValueError(f"primitive {name!r}: kind {kind!r} is not one of {KINDS}")
         self.name = name
         self.impl = impl
         self.abstract = abstract
@@ -139,7 +199,15 @@ class Primitive:
         self.examples = list(examples)
         self.domain = domain
         self.differentiable = differentiable
-        self.lowerings = {}          # backend name -> lowering, filled by codegen
+        self.kind = kind
+        self.cost = cost
+        self.aliases = frozenset(aliases)
+        self.keeps_order = keeps_order
+        self.public = public         # jt.<name> when its module names it so (ops/names.py)
+        self.backends = tuple(backends)
+        if accumulate is not None:
+            self.accumulator = accumulate
+        self.lowerings = {}          # "scalar", "reduce" or a backend's name -> lowering
         REGISTRY[name] = self
         table = UFUNC_TABLE if ufunc else FUNCTION_TABLE
         for np_func in numpy:
@@ -208,13 +276,6 @@ class Primitive:
 
     __call__ = bind
 
-    def lowering(self, backend):
-        """Decorator registering this op's lowering for a backend."""
-        def register(fn):
-            self.lowerings[backend] = fn
-            return fn
-        return register
-
     def explain(self, args, params, err):
         """Turn a NumPy failure into an error naming the op, the shapes and the user's line."""
         avals = [aval_of(a) for a in args]
@@ -227,6 +288,93 @@ class Primitive:
         shapes = ", ".join(str(a.shape) if isinstance(a, Aval) else repr(a) for a in avals)
         kind = ShapeError if isinstance(err, ValueError) else type(err)
         return kind(at_user_line(f"{self.name}: {err} (operands: {shapes})"))
+
+
+# ---------------------------------------------------------------------------
+# what tapes record of an op application (tapes: ``tape.GradientTape``)
+
+def record(prim, args, params, result):
+    """Called by ``Primitive.bind`` for each op applied while tapes record."""
+    # Integer and bool values, and non-differentiable ops, carry no gradient; reading a
+    # trainable variable still makes a tape watch it, as in TensorFlow.
+    differentiable = prim.differentiable and result._value.dtype.kind in "fc"
+    entry = None
+    for tape in thread_tapes():
+        watched = tape._watched
+        hit = False
+        for a in args:
+            cls = a.__class__
+            if cls is Tensor:
+                if a._id in watched:
+                    hit = True
+            elif cls is Variable:
+                if a._id in watched:
+                    hit = True
+                elif a._trainable and tape._watch_accessed:
+                    tape._watch_variable(a)
+                    hit = True
+        if hit and differentiable:
+            if entry is None:
+                entry = _make_entry(prim, args, params, result)
+            tape._entries.append(entry)
+            watched.add(result._id)
+
+
+def record_traced(prim, args, inputs, out, trace):
+    """``record`` for an op applied in a traced function (``inputs`` are the node's Vars
+    and literals, ``out`` its Var): tapes opened in the traced function keep the graph
+    nodes that read what they watch. They watch Vars, and Variables by their id; a Var
+    that is a read of a Variable counts as that Variable (the VJP rules of an inner
+    tape's gradient see the read, not the Variable)."""
+    differentiable = prim.differentiable and out.dtype.kind in "fc"
+    owners = trace.read_owner
+    for tape in thread_tapes():
+        watched = tape._watched
+        hit = False
+        for a, v in zip(args, inputs):
+            owner = a if isinstance(a, Variable) else (
+                owners.get(v.id) if v.__class__ is Var else None)
+            if owner is not None:
+                if owner._id in watched:
+                    hit = True
+                elif owner._trainable and tape._watch_accessed:
+                    tape._watch_variable(owner)
+                    hit = True
+            elif v.__class__ is Var and v in watched:
+                hit = True
+            elif isinstance(a, Tensor) and a._id in watched:
+                watched.add(v)            # the constant's Var, as the VJP rules see it
+                hit = True
+        if hit and differentiable:
+            tape._entries.append(out.node)
+            watched.add(out)
+
+
+def _make_entry(prim, args, params, result):
+    """(primitive, params, what its VJP rules need, output or None, (position, id) of each
+    tensor input, output id)."""
+    keep = prim.keep_inputs
+    saved = args                  # copied only when an input is replaced
+    inputs = []
+    for k, a in enumerate(args):
+        cls = a.__class__
+        if cls is not Tensor and cls is not Variable and not isinstance(a, Tensor):
+            continue
+        inputs.append((k, a._id))
+        if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
+            replacement = _new(Aval)                 # the VJP needs only its shape and dtype
+            replacement.shape = a._value.shape
+            replacement.dtype = a._value.dtype
+        elif cls is Variable:
+            replacement = _new(Tensor)                # the value read now, under the variable's id
+            replacement._value = a._value
+            replacement._id = a._id
+        else:
+            continue
+        if saved is args:
+            saved = list(args)
+        saved[k] = replacement
+    return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
 
 
 def _check_traced_complex(op, args):
@@ -282,6 +430,19 @@ def composite(name=None, *, examples=(), domain=(-2.0, 2.0), numpy=(), call=None
         Composite(name or fn.__name__, fn, examples, domain, call)
         return numpy_dispatch(*numpy)(fn)
     return register
+
+
+def public(fn=None, *, jt=True, numpy=False):
+    """Declare a function a public op: ``jt.<name>`` (unless ``jt=False``), and
+    ``jittape.numpy.<name>`` with ``numpy=True`` (a NumPy function of that name that
+    takes no tensor, so it cannot dispatch: ``ones``, ``arange``). Primitives named as
+    their module's attribute, and functions NumPy dispatches to, are public without it
+    (``ops/names.py`` writes the namespaces)."""
+    def mark(f):
+        f.jt_public = jt
+        f.numpy_public = numpy
+        return f
+    return mark if fn is None else mark(fn)
 
 
 def numpy_dispatch(*np_funcs):
@@ -371,6 +532,3 @@ def normalize_axes(op, axis, ndim):
         raise ShapeError(at_user_line(f"{op}: repeated axis in {axis}"))
     return tuple(sorted(out))
 
-
-def is_float(dtype):
-    return np.issubdtype(dtype, np.inexact)

@@ -7,7 +7,7 @@ as in TensorFlow; explicit dtypes win.
 import numpy as np
 
 from ..tensor import Tensor, as_dtype, complex_error, float32, int32
-from .core import Aval, Primitive, ex, numpy_dispatch, shape_of
+from .core import Aval, Primitive, ex, numpy_dispatch, public, shape_of
 
 
 def _shape_arg(shape):
@@ -37,23 +37,28 @@ def _scalar_dtype(value, dtype):
     return np.asarray(value).dtype
 
 
+@public(numpy=True)
 def zeros(shape, dtype=float32):
     return Tensor._wrap(np.zeros(_shape_arg(shape), as_dtype(dtype)))
 
 
+@public(numpy=True)
 def ones(shape, dtype=float32):
     return Tensor._wrap(np.ones(_shape_arg(shape), as_dtype(dtype)))
 
 
+@public(numpy=True)
 def full(shape, fill_value, dtype=None):
     _real_fill(fill_value, "jt.full")
     return Tensor._wrap(np.full(_shape_arg(shape), fill_value, _scalar_dtype(fill_value, dtype)))
 
 
+@public(numpy=True)
 def eye(n, m=None, dtype=float32):
     return Tensor._wrap(np.eye(int(n), None if m is None else int(m), dtype=as_dtype(dtype)))
 
 
+@public(numpy=True)
 def arange(start, stop=None, step=1, dtype=None):
     """Evenly spaced values in [start, stop); Python ints give int32, floats float32."""
     if stop is None:
@@ -66,6 +71,7 @@ def arange(start, stop=None, step=1, dtype=None):
 range = arange
 
 
+@public(numpy=True)
 def linspace(start, stop, num, dtype=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (float32 by default)."""
     dtype = float32 if dtype is None else as_dtype(dtype)
@@ -81,7 +87,7 @@ full_like_prim = Primitive(
     abstract=lambda x, fill_value, dtype: Aval(shape_of(x), dtype),
     differentiable=False,
     examples=[ex((2, 3), fill_value=0.0, dtype=np.dtype(np.float64)),
-              ex((), fill_value=1, dtype=np.dtype(np.int32))])
+              ex((), fill_value=1, dtype=np.dtype(np.int32))], kind="elementwise")
 
 
 def _dtype_of(x):
@@ -105,16 +111,19 @@ def ones_like(x, dtype=None):
     return full_like(x, 1, dtype)
 
 
+@public(jt=False, numpy=True)
 @numpy_dispatch(np.shape)
 def shape(x):
     return tuple(x.shape)
 
 
+@public(jt=False, numpy=True)
 @numpy_dispatch(np.ndim)
 def ndim(x):
     return x.ndim
 
 
+@public(jt=False, numpy=True)
 @numpy_dispatch(np.size)
 def size(x):
     return int(np.prod(x.shape, dtype=np.int64))

@@ -10,12 +10,10 @@ import operator
 import numpy as np
 from scipy import special
 
-from . import reduce as _reduce
-from . import shape as _shape
 from ..errors import UnsupportedError, at_user_line
 from ..tensor import Tensor
-from .core import (Aval, Fixed, Primitive, broadcast_shapes, composite, ex, numpy_dispatch, shape_of,
-                   ufunc_dtype)
+from .core import (CHEAP, COSTLY, REGISTRY, Aval, Fixed, Primitive, broadcast_shapes, composite,
+                   ex, numpy_dispatch, public, shape_of, ufunc_dtype)
 
 UNARY_EXAMPLES = [ex((3,)), ex((2, 3)), ex(()), ex((1, 4)), ex((2, 1, 3))]
 BINARY_EXAMPLES = [ex((2, 3), (2, 3)), ex((2, 3), (3,)), ex((4, 1), (1, 3)), ex((), (2, 2)),
@@ -37,10 +35,12 @@ def unbroadcast(g, shape):
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
                                       if d == 1 and gshape[lead + i] != 1)
+    # the sum and reshape primitives are declared by reduce.py and shape.py, which build
+    # on this module: a rule finds them in the registry when it runs
     if axes:
-        g = _reduce.sum(g, axis=axes, keepdims=False)
+        g = REGISTRY["sum"].bind(g, axis=axes, keepdims=False)
     if g.shape != shape:
-        g = _shape.reshape(g, shape)
+        g = REGISTRY["reshape"].bind(g, shape=tuple(shape))
     return g
 
 
@@ -64,12 +64,12 @@ def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, doma
     loop with one is worth running on threads when it is large (``codegen/cpu.py``).
     """
     prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
+                     kind="elementwise", cost=COSTLY if costly else CHEAP,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
                      domain=domain, differentiable=differentiable,
                      numpy=(ufunc,) if impl is None else (), ufunc=True)
     prim.lowerings["scalar"] = scalar
-    prim.costly = costly
     return prim
 
 
@@ -215,7 +215,7 @@ _where = Primitive("where", np.where, abstract=_where_abstract, vjp=[
 ], save=((True, False, False), False), examples=[
     ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
     ex(Fixed(np.array([True, False])), (3, 2), (2,)),
-])
+], kind="elementwise")
 
 
 _where.lowerings["scalar"] = "({1} if {0} else {2})"
@@ -241,23 +241,24 @@ def _cast_vjp(g, out, x, dtype):
 
 _cast = Primitive("cast", _cast_impl, abstract=lambda x, dtype: Aval(shape_of(x), dtype),
                   vjp=[_cast_vjp], save=NOTHING,
-                  examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))])
+                  examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))], kind="elementwise")
 
 
 _cast.lowerings["scalar"] = "np.{dtype}({0})"
 
 
+@public
 def cast(x, dtype):
     """``x`` converted to ``dtype`` (the gradient is cast back)."""
     return _cast.bind(x, dtype=np.dtype(dtype))
 
 
 identity = Primitive("identity", lambda x: x, abstract=lambda x: Aval(shape_of(x), x.dtype),
-                     vjp=[lambda g, out, x: g], save=NOTHING, examples=UNARY_EXAMPLES)
+                     vjp=[lambda g, out, x: g], save=NOTHING, examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
 
 stop_gradient = Primitive("stop_gradient", lambda x: x,
                           abstract=lambda x: Aval(shape_of(x), x.dtype), differentiable=False,
-                          examples=UNARY_EXAMPLES)
+                          examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
 identity.lowerings["scalar"] = stop_gradient.lowerings["scalar"] = "{0}"
 
 

@@ -62,7 +62,7 @@ matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
                    examples=[ex((2, 3), (3, 4)), ex((3,), (3, 2)), ex((2, 3), (3,)), ex((3,), (3,)),
                              ex((2, 2, 3), (3, 4)), ex((2, 1, 2, 3), (3, 3, 2)),
                              ex((1, 3), (3, 1))],
-                   numpy=(np.matmul,), ufunc=True)
+                   numpy=(np.matmul,), ufunc=True, kind="contraction")
 
 
 @numpy_dispatch(np.dot)
@@ -146,7 +146,7 @@ _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract
                     examples=[ex((2, 3), (3, 4), spec="ij,jk->ik"), ex((2, 3), (2, 3), spec="ij,ij->i"),
                               ex((2, 3, 4), (2, 4, 5), spec="bij,bjk->bik"),
                               ex((3,), (4,), spec="i,j->ij"), ex((2, 3), spec="ij->ji"),
-                              ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")])
+                              ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")], kind="contraction")
 
 
 @numpy_dispatch(np.einsum)

@@ -10,7 +10,7 @@ from . import elementwise as _ew
 from . import reduce as _r
 from . import shape as _sh
 from ..errors import at_user_line
-from ..tape import current_trace
+from ..recording import current_trace
 from ..tensor import Tensor, Variable
 from .core import Aval, Fixed, Primitive, composite, ex, shape_of
 
@@ -65,7 +65,7 @@ def _check_labels_abstract(labels, depth, op):
 check_labels = Primitive("check_labels", _check_labels_impl, abstract=_check_labels_abstract,
                          differentiable=False,
                          examples=[ex(Fixed(np.array([0, 2])), depth=3, op="labels"),
-                                   ex(Fixed(np.array([[1], [0]])), depth=2, op="labels")])
+                                   ex(Fixed(np.array([[1], [0]])), depth=2, op="labels")], aliases=("cpu", "cuda"), public=False)
 
 
 def _checked_labels(labels, depth, op):

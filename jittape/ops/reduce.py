@@ -11,7 +11,7 @@ from .. import ir
 from ..errors import ShapeError, at_user_line
 from . import elementwise as _ew
 from . import shape as _shape
-from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, shape_of
+from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, public, shape_of
 
 REDUCE_EXAMPLES = [
     ex((2, 3), axis=(0, 1), keepdims=False), ex((2, 3), axis=(1,), keepdims=False),
@@ -76,9 +76,16 @@ def _sum_impl(x, axis, keepdims):
     return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype if x.dtype.kind in "iub" else None)
 
 
+
+def _wide_float32(dtype):
+    # float32 sums accumulate in float64: a float32 total of many terms loses digits
+    # that NumPy's pairwise summation keeps
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float32 else np.dtype(dtype)
+
+
 _sum = Primitive("sum", _sum_impl, abstract=_reduce_abstract("sum"), vjp=[
     lambda g, out, x, axis, keepdims: expand_reduced(g, x, axis, keepdims),
-], save=(False, False), examples=REDUCE_EXAMPLES)
+], save=(False, False), examples=REDUCE_EXAMPLES, kind="reduction", accumulate=_wide_float32)
 
 
 def _extremum_vjp(g, out, x, axis, keepdims):
@@ -93,10 +100,10 @@ def _extremum_vjp(g, out, x, axis, keepdims):
 
 _max = Primitive("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
                  abstract=_reduce_abstract("max"), vjp=[_extremum_vjp], save=(True, True),
-                 examples=REDUCE_EXAMPLES)
+                 examples=REDUCE_EXAMPLES, kind="reduction")
 _min = Primitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
                  abstract=_reduce_abstract("min"), vjp=[_extremum_vjp], save=(True, True),
-                 examples=REDUCE_EXAMPLES)
+                 examples=REDUCE_EXAMPLES, kind="reduction")
 
 
 def _prod_impl(x, axis, keepdims):
@@ -127,7 +134,7 @@ def _prod_vjp(g, out, x, axis, keepdims):
 
 
 _prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp],
-                  save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5))
+                  save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5), kind="reduction")
 
 
 def _ndim(x):
@@ -176,6 +183,7 @@ def mean(x, axis=None, keepdims=False):
     return _ew.divide(sum(x, axis, keepdims), n)
 
 
+@public
 def reduce_mean(x, axis=None, keepdims=False):
     """TensorFlow's mean: like ``mean``, but integer inputs keep their dtype (floor division)."""
     if np.dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind in "iu":

@@ -30,7 +30,7 @@ def cse(graph):
 
     for node in graph.nodes:
         inputs = [sub(v) for v in node.inputs]
-        key = (node.prim.name, tuple(_key(v) for v in inputs),
+        key = (node.prim, tuple(_key(v) for v in inputs),
                tuple(sorted((k, _key(v)) for k, v in node.params.items())))
         try:
             found = seen.get(key)

@@ -16,11 +16,8 @@ seed, not the sum, so ``f``'s derivative is computed in the loop that sums ``f``
 
 from ..ir import Dim, expr_of
 
-REDUCTIONS = ("sum", "max", "min", "prod")
-
-
 def is_elementwise(node):
-    return "scalar" in node.prim.lowerings or node.prim.name == "broadcast_to"
+    return node.prim.kind == "elementwise"
 
 
 def domain_key(shape):
@@ -84,7 +81,7 @@ def schedule(nodes, live_out):
                 group = open_groups[key] = Group(node.out.shape)
             group.nodes.append(node)
             owner[node.out.id] = group
-        elif node.prim.name in REDUCTIONS and node.inputs[0].ndim > 0:
+        elif node.prim.kind == "reduction" and node.inputs[0].ndim > 0:
             src = node.inputs[0]
             key = domain_key(src.shape)
             group = open_groups.get(key)
@@ -239,7 +236,7 @@ def nest(order, joinable, live_out):
             ins = [v for v in item.var_inputs() if v.id in complete]
             if not ins:
                 pending.append(item)     # reads nothing the nest computes
-            elif (item.prim.name == "reshape" and complete[ins[0].id] and one_per_row(ins[0])
+            elif (item.prim.keeps_order and complete[ins[0].id] and one_per_row(ins[0])
                     and one_per_row(item.out) and expr_of(ins[0].shape[0]) == expr_of(current.size)
                     and expr_of(item.out.shape[0]) == expr_of(current.size)):
                 current.views.append(item)

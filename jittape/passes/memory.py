@@ -10,13 +10,10 @@ every view of it are dead; inputs, constants and outputs are never reused.
 from ..ir import Var
 from .fuse import Group, Nest, domain_key, item_nodes
 
-VIEW_OPS = ("reshape", "transpose", "getitem", "identity", "stop_gradient", "check_labels")
-
-
-def materialized(order, shared=()):
+def materialized(order, shared=lambda prim: False):
     """Ids of the values the generated code allocates as arrays of their own: group
-    outputs and reductions, and single nodes except those whose primitive is named in
-    ``shared`` (their lowering returns a view, or a scalar)."""
+    outputs and reductions, and single nodes except those for whose op ``shared(prim)``
+    holds (their lowering returns a view, or a scalar)."""
     out = set()
     for item in order:
         for part in (item.groups if isinstance(item, Nest) else [item]):
@@ -24,12 +21,12 @@ def materialized(order, shared=()):
                 out |= part.outputs
                 if part.reduce is not None and part.reduce.out.id not in part.registers:
                     out.add(part.reduce.out.id)
-            elif part.prim.name not in shared:
+            elif not shared(part.prim):
                 out.add(part.out.id)
     return out
 
 
-def plan_buffers(graph, order, materialized):
+def plan_buffers(graph, order, materialized, backend="cpu"):
     """{var id: var id of the earlier array whose buffer it takes over}.
 
     ``materialized`` is the set of var ids that the generated code allocates as new
@@ -43,7 +40,7 @@ def plan_buffers(graph, order, materialized):
     root = {}                         # var id -> the buffer (var id) it lives in
     for item in order:
         for n in item_nodes(item):
-            if n.prim.name in VIEW_OPS and isinstance(n.inputs[0], Var):
+            if backend in n.prim.aliases and isinstance(n.inputs[0], Var):
                 root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
     pinned = {v.id for v in graph.inputs} | {c.var.id for c in graph.consts}
     pinned |= {root.get(v.id, v.id) for v in graph.outputs if isinstance(v, Var)}
