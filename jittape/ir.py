@@ -5,11 +5,19 @@ parameters and the user's source line) and output ``Var``s. Shapes are run-time,
 ranks are compile-time (DESIGN.md rule 4): a ``Var``'s shape is a tuple of ``Dim``s.
 A ``Dim`` is an ``int`` (the size seen while tracing, so shape rules and user code work
 unchanged) that also knows how to compute itself at run time from the inputs' shapes:
-``a0.shape[1]``, products, differences, slice lengths. A size-1 axis is the plain int
+``x.shape[1]``, products, differences, slice lengths. A size-1 axis is the plain int
 1: which axes have size 1 is part of the signature, so it never changes.
+
+The text speaks the user's vocabulary: inputs are named after the function's parameters
+(``Var.name``), sizes are symbols (``n``, ``k``, ...) with a legend saying which input
+axes they are (``SizeNames``), scalar constants print by value, and the nodes of the
+backward pass say which forward op they differentiate (``GradWhere``).
 """
 
+import itertools
+import keyword
 import operator
+import re
 
 import numpy as np
 
@@ -107,7 +115,7 @@ def derived(value, expr):
     generated code checks that it is still 1."""
     if value != 1:
         return Dim(value, expr)
-    from .tape import current_trace
+    from .recording import current_trace
     trace = current_trace()
     if trace is not None:
         trace.require_equal("size", Dim(1, expr), 1)
@@ -196,7 +204,7 @@ def require_bound(kind, lo, hi, error, template):
     ok = holds(kind, int(lo), int(hi))
     if not ok or (is_static(lo) and is_static(hi)):
         return ok
-    from .tape import current_trace
+    from .recording import current_trace
     trace = current_trace()
     if trace is not None:
         from .errors import user_frame
@@ -208,9 +216,111 @@ def require_bound(kind, lo, hi, error, template):
     return ok
 
 
-def shape_text(shape):
-    return ",".join(render_expr(expr_of(d), lambda k: f"%{k}") if isinstance(d, Dim) else str(d)
-                    for d in shape)
+def _raw_expr(expr):
+    return render_expr(expr, lambda k: f"%{k}")
+
+
+def shape_text(shape, sizes=None):
+    """A shape as the graph text writes it: sizes known at run time by their symbols in
+    ``sizes`` (a graph's ``SizeNames``), or as ``%<input>.shape[axis]`` without."""
+    text = _raw_expr if sizes is None else sizes.text
+    return ",".join(text(d.expr) if isinstance(d, Dim) else str(d) for d in shape)
+
+
+# ---------------------------------------------------------------------------
+# names: inputs, sizes, backward nodes
+
+def identifier(name):
+    """``name`` as a Python identifier (for a graph input and the generated code's
+    variable): other characters become ``_``, a keyword gets a trailing ``_``."""
+    name = re.sub(r"\W", "_", str(name)) or "_"
+    if name[0].isdigit():
+        name = "_" + name
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+_SYMBOLS = ("n", "k", "m", "p", "q", "r", "s", "t", "u")
+
+
+class SizeNames:
+    """How a graph's text names the sizes of its inputs: one symbol (``n``, ``k``, ``m``,
+    ...) per size, shared by the sizes the graph checks equal (the kernel tests every
+    check on entry, so they are one number in any call that runs), and the legend line
+    saying which input axes each symbol is. Symbols never equal an input's name."""
+
+    def __init__(self, inputs, checks):
+        self.inputs = inputs
+        parent = {}
+
+        def root(e):
+            while parent.get(e, e) != e:
+                e = parent[e]
+            return e
+
+        def union(a, b):
+            a, b = root(a), root(b)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+
+        for key in checks:
+            if not is_bound(key) and all(_is_input_size(e) for e in key):
+                union(*key)
+        for k, v in enumerate(inputs):    # (passes.sizes writes one size of a class for all)
+            for axis, d in enumerate(v.shape):
+                if isinstance(d, Dim) and _is_input_size(d.expr):
+                    union(("in", k, axis), d.expr)
+        taken = {v.name for v in inputs if v.name}
+        fresh = (s + (str(j) if j else "") for j in itertools.count() for s in _SYMBOLS)
+        fresh = (s for s in fresh if s not in taken)
+        by_root = {}
+        self.symbol = {}               # ("in", k, axis) -> its symbol
+        self.members = {}              # symbol -> the input sizes it names, in order
+        for k, v in enumerate(inputs):
+            for axis, d in enumerate(v.shape):
+                e = ("in", k, axis)
+                if not isinstance(d, Dim):
+                    continue
+                r = root(e)
+                if r not in by_root:
+                    by_root[r] = next(fresh)
+                self.symbol[e] = by_root[r]
+                self.members.setdefault(by_root[r], []).append(e)
+
+    def input_ref(self, k):
+        return repr(self.inputs[k])
+
+    def raw(self, expr):
+        """A size expression in terms of the inputs' shapes (``x.shape[0]``)."""
+        return render_expr(expr, self.input_ref)
+
+    def text(self, expr):
+        """A size expression in terms of the symbols (``n``, ``(n * k)``)."""
+        return render_expr(expr, self.input_ref,
+                           lambda k, axis: self.symbol.get(("in", k, axis))
+                           or f"{self.input_ref(k)}.shape[{axis}]")
+
+    def legend(self):
+        """``n = x.shape[0], k = x.shape[1] = w.shape[0]``, or "" without sizes."""
+        return ", ".join(" = ".join([s] + [self.raw(e) for e in es])
+                         for s, es in self.members.items())
+
+
+def _is_input_size(e):
+    return isinstance(e, tuple) and len(e) == 3 and e[0] == "in"
+
+
+class GradWhere(str):
+    """The source location of a backward node: the forward op's ``file:line`` (what error
+    messages name), knowing the op it differentiates (``op``) for the graph text and the
+    generated code's comments. A string, so that passes copying ``Node.where`` keep it."""
+
+    def __new__(cls, where, op):
+        s = str.__new__(cls, where or "")
+        s.op = op
+        return s
+
+    def __reduce__(self):
+        return (GradWhere, (str(self), self.op))
 
 
 # ---------------------------------------------------------------------------
@@ -219,23 +329,24 @@ def shape_text(shape):
 class Var:
     """An SSA value: an id, a shape (ints and Dims) and a dtype."""
 
-    __slots__ = ("id", "shape", "dtype", "node")
+    __slots__ = ("id", "shape", "dtype", "node", "name")
 
-    def __init__(self, id, shape, dtype, node=None):
+    def __init__(self, id, shape, dtype, node=None, name=None):
         self.id = id
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.node = node             # the Node that computes it; None for inputs and constants
+        self.name = name             # an input's name (an identifier unique in its graph)
 
     @property
     def ndim(self):
         return len(self.shape)
 
-    def type_text(self):
-        return f"{self.dtype.name}[{shape_text(self.shape)}]"
+    def type_text(self, sizes=None):
+        return f"{self.dtype.name}[{shape_text(self.shape, sizes)}]"
 
     def __repr__(self):
-        return f"%{self.id}"
+        return self.name or f"%{self.id}"
 
 
 class Const:
@@ -267,29 +378,39 @@ class Node:
     def var_inputs(self):
         return [v for v in self.inputs if isinstance(v, Var)]
 
-    def text(self):
-        args = ", ".join(_operand_text(v) for v in self.inputs)
-        params = "".join(f", {k}={_param_text(v)}" for k, v in sorted(self.params.items()))
-        return f"{self.out!r}: {self.out.type_text()} = {self.prim.name}({args}{params})"
+    @property
+    def grad_of(self):
+        """The name of the forward op this node differentiates, or None (a forward node)."""
+        return getattr(self.where, "op", None)
+
+    def where_text(self):
+        """``file:line``, or ``grad of multiply at file:line`` for a backward node."""
+        op = self.grad_of
+        if op is None:
+            return self.where or ""
+        return f"grad of {op}" + (f" at {self.where}" if self.where else "")
+
+    def text(self, sizes=None):
+        """``%3: float64[n] = add(x, %2)``; ``sizes`` (the graph's ``SizeNames``) names
+        run-time sizes by their symbols."""
+        args = ", ".join(_operand_text(v, sizes) for v in self.inputs)
+        params = "".join(f", {k}={_param_text(v, sizes)}" for k, v in sorted(self.params.items()))
+        return f"{self.out!r}: {self.out.type_text(sizes)} = {self.prim.name}({args}{params})"
 
 
-def _input_ref(k):
-    return f"%{k}"
-
-
-def _operand_text(v):
+def _operand_text(v, sizes=None):
     if isinstance(v, Var):
         return repr(v)
     if isinstance(v, Dim):
-        return "size(" + render_expr(v.expr, lambda k: f"%{k}") + ")"
+        return "size(" + (_raw_expr if sizes is None else sizes.text)(v.expr) + ")"
     return repr(v)
 
 
-def _param_text(v):
+def _param_text(v, sizes=None):
     if isinstance(v, Dim):
-        return render_expr(v.expr, lambda k: f"%{k}")
+        return (_raw_expr if sizes is None else sizes.text)(v.expr)
     if isinstance(v, tuple):
-        inner = ", ".join(_param_text(x) for x in v)
+        inner = ", ".join(_param_text(x, sizes) for x in v)
         return f"({inner}{',' if len(v) == 1 else ''})"
     if isinstance(v, np.dtype):
         return v.name
@@ -309,6 +430,7 @@ class Graph:
     guards = ()
     check_numerics = False
     parallel = False
+    _sizes = None                         # SizeNames, made at the first use
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
         self.checks = dict(checks or {})      # (size expr, size expr) -> error message;
@@ -320,22 +442,37 @@ class Graph:
         self.outputs = list(outputs)
         self.name = name
 
+    @property
+    def sizes(self):
+        """The ``SizeNames`` of this graph's text (and of its code's comments)."""
+        if self._sizes is None:
+            self._sizes = SizeNames(self.inputs, self.checks)
+        return self._sizes
+
     def text(self):
+        sizes = self.sizes
         lines = [f"graph {self.name}("
-                 + ", ".join(f"{v!r}: {v.type_text()}" for v in self.inputs) + ") {"]
+                 + ", ".join(f"{v!r}: {v.type_text(sizes)}" for v in self.inputs) + ") {"]
+        legend = sizes.legend()
+        if legend:
+            lines.append(f"  # sizes: {legend}")
         if self.exact_sizes:
             lines.append("  # valid for the sizes it was traced with only: "
                          + ", ".join(str(tuple(int(d) for d in v.shape)) for v in self.inputs))
         for key in self.checks:
             a, op, b = (key[1], key[0], key[2]) if is_bound(key) else (key[0], "==", key[1])
-            lines.append(f"  check {render_expr(a, _input_ref)} {op} {render_expr(b, _input_ref)}")
+            lines.append(f"  check {sizes.raw(a)} {op} {sizes.raw(b)}")
         for c in self.consts:
-            digest = _const_digest(c.value)
-            lines.append(f"  {c.var!r}: {c.var.type_text()} = const #{digest}")
+            lines.append(f"  {c.var!r}: {c.var.type_text(sizes)} = const {const_text(c.value)}")
+        backward = False
         for node in self.nodes:
-            where = f"    # {node.where}" if node.where else ""
-            lines.append("  " + node.text() + where)
-        outs = ", ".join(repr(v) if isinstance(v, Var) else _operand_text(v) for v in self.outputs)
+            if node.grad_of is not None and not backward:
+                backward = True
+                lines.append(BACKWARD_MARK)
+            where = node.where_text()
+            lines.append("  " + node.text(sizes) + (f"    # {where}" if where else ""))
+        outs = ", ".join(repr(v) if isinstance(v, Var) else _operand_text(v, sizes)
+                         for v in self.outputs)
         notes = [f"{self.outputs[k]!r} -> {_target_text(t)}" for k, t in self.writes]
         notes += [f"{self.outputs[k]!r} is {value}" for k, value in self.guards]
         if self.check_numerics:
@@ -345,8 +482,11 @@ class Graph:
         return "\n".join(lines)
 
     def key_text(self):
-        """The text without source locations: what the disk cache hashes."""
-        return "\n".join(line.split("    # ")[0] for line in self.text().splitlines())
+        """The text without source locations (nor the start of the backward pass, which
+        they tell): what the disk cache hashes. It holds what the graph computes: names,
+        the sizes' legend, scalar constants' values and array constants' digests."""
+        return "\n".join(line.split("    # ")[0] for line in self.text().splitlines()
+                         if line != BACKWARD_MARK)
 
     __str__ = text
 
@@ -366,8 +506,21 @@ class Graph:
         return self
 
 
+BACKWARD_MARK = "  # -- backward --"      # the graph text's line before the first backward node
+
+
 def _target_text(target):
     return f"argument leaf {target}" if isinstance(target, int) else f"variable {target.name!r}"
+
+
+def const_text(value):
+    """A constant as the graph text writes it: a scalar (0-d or one element) by its value
+    (the shortest text that reads back as the same number of its dtype, as NumPy prints
+    it), a larger array by a digest of its bytes (its dtype and shape are in the type)."""
+    value = np.asarray(value)
+    if value.size == 1:
+        return str(value.reshape(-1)[0])
+    return f"#{_const_digest(value)}"
 
 
 def _const_digest(value):

@@ -18,18 +18,15 @@ import sys
 import numpy as np
 
 from . import ir
-from .errors import _PACKAGE_DIR, JittapeError, at_user_line, user_frame
+from .errors import _PACKAGE_DIR, JittapeError, TracerError, at_user_line, user_frame  # noqa: F401
 from .ir import Dim, Var
 from .ops import core
 from .ops.core import Aval
 from .tensor import Tensor, Variable, to_array
-from . import config, tape as tape_module
+from . import config, recording
+from .ops.core import record_traced
 
 _PACKAGE = __name__.rsplit(".", 1)[0]
-
-
-class TracerError(JittapeError, TypeError):
-    """A traced value was used where a concrete Python value is needed."""
 
 
 class Trace:
@@ -52,12 +49,13 @@ class Trace:
         self._values = {}          # Var id -> value computed while tracing (guards)
         self._tapes = []           # the tapes that were recording outside this trace
         self._next = 0
+        self._names = set()        # the inputs' names so far (each is unique)
         # values read from outside the arguments (see CapturedValues): inputs after the
         # arguments, in order: Variables, captured arrays and floats, random draws
         self.captured = None
         self.implicit = []
         # while the user's function runs: NumPy's global generator's position, and the
-        # line of the first op after it moved (a draw from np.random: see jit.py)
+        # line of the first op after it moved (a draw from np.random: see compiler/capture.py)
         self.random_mark = None
         self.random_where = None
 
@@ -67,16 +65,29 @@ class Trace:
         self._next += 1
         return v
 
-    def add_input(self, value, k, exact=False):
+    def add_input(self, value, k, exact=False, name=None):
         """A traced input for flattened argument ``k`` (an array or NumPy scalar); with
-        ``exact`` its sizes are constants of the graph (a variable's shape never changes)."""
+        ``exact`` its sizes are constants of the graph (a variable's shape never changes).
+        ``name`` (see ``leaf_names``) names it in the graph and the generated code, made
+        an identifier unique among the inputs (``x``, ``x_2``); without, it is ``%<id>``."""
         value = np.asarray(value)
         shape = tuple(n if (n == 1 or exact) else Dim(n, ("in", k, axis))
                       for axis, n in enumerate(value.shape))
         var = self.new_var(shape, value.dtype)
+        if name is not None:
+            var.name = self._unique_name(name)
         self.inputs.append(var)
         self.input_values.append(value)
         return Tracer._of(var, self)
+
+    def _unique_name(self, name):
+        base = name = ir.identifier(name)
+        j = 1
+        while name in self._names:
+            j += 1
+            name = f"{base}_{j}"
+        self._names.add(name)
+        return name
 
     # -- variables ---------------------------------------------------------------
     def variable_input(self, variable, argument=None):
@@ -84,7 +95,8 @@ class Trace:
         its flattened position) or one the function reads from its enclosing scope."""
         state = self.variables.get(variable._id)
         if state is None:
-            var = self.add_input(variable._value, len(self.inputs), exact=True)._var
+            var = self.add_input(variable._value, len(self.inputs), exact=True,
+                                 name=variable.name.rsplit(":", 1)[0])._var   # ("w:0": w)
             if argument is None:
                 self.implicit.append(variable)
             state = self.variables[variable._id] = _VariableState(variable, var, argument)
@@ -155,10 +167,10 @@ class Trace:
         if captured.var is None:
             value = captured.value
             if value.__class__ is float:       # weak, as the Python float it stands for
-                t = self.add_input(np.float64(value), len(self.inputs))
+                t = self.add_input(np.float64(value), len(self.inputs), name=captured.name)
                 self.weak.add(t._var.id)
             else:                              # any size: sizes are read at run time
-                t = self.add_input(value, len(self.inputs))
+                t = self.add_input(value, len(self.inputs), name=captured.name)
             captured.var = t._var
             self.implicit.append(captured)
         return captured.var
@@ -166,7 +178,7 @@ class Trace:
     def random_input(self, draw, value):
         """A ``jt.random`` draw in a traced function: an input of its exact shape that
         ``draw()`` fills anew at each call (the call being traced uses ``value``)."""
-        t = self.add_input(value, len(self.inputs), exact=True)
+        t = self.add_input(value, len(self.inputs), exact=True, name="draw")
         self.implicit.append(RandomDraw(draw, value))
         return t
 
@@ -176,8 +188,8 @@ class Trace:
         if self.captured is not None:       # captured values stay symbolic: no folding
             args = self.captured.operands(self, prim, args)
         if (not any(isinstance(a, (Tracer, Variable)) for a in args)
-                and not _symbolic(args, params) and not getattr(prim, "always_traced", False)
-                and not (tape_module.ACTIVE_TAPES and _watched_constant(args))):  # this thread's
+                and not _symbolic(args, params) and prim.foldable
+                and not (recording.ACTIVE_TAPES and _watched_constant(args))):  # this thread's
             return _fold(prim, args, params)
         weak_out = False
         if self.weak:
@@ -218,8 +230,8 @@ class Trace:
         out = self._node(prim, inputs, params, aval)
         if weak_out and out.dtype.kind == "f":
             self.weak.add(out.id)
-        if tape_module.ACTIVE_TAPES:
-            tape_module.record_traced(prim, args, inputs, out, self)   # (this thread's tapes)
+        if recording.ACTIVE_TAPES:
+            record_traced(prim, args, inputs, out, self)   # (this thread's tapes)
         return Tracer._of(out, self)
 
     def _weak_operands(self, prim, args):
@@ -252,7 +264,8 @@ class Trace:
             aval = prim.abstract(*[_aval(v) if isinstance(v, Var) else v for v in inputs],
                                  **params)
         out = self.new_var(aval.shape, aval.dtype)
-        node = ir.Node(prim, inputs, params, out, self.where or user_frame())
+        node = ir.Node(prim, inputs, params, out,
+                       self.where if self.where is not None else user_frame())
         out.node = node
         self.nodes.append(node)
         if self.random_mark is not None and self.random_where is None:
@@ -266,18 +279,25 @@ class Trace:
         ea, eb = ir.expr_of(a), ir.expr_of(b)
         if ea != eb and (eb, ea) not in self.checks:
             where = self.where or user_frame()
+            at = f" (at {where})" if where else ""
             if eb == 1:
                 self.checks.setdefault((ea, eb), (
-                    f"{op}: a size that was 1 when the function was traced is not 1 in this call, "
-                    "so it broadcasts differently (a compiled function traces again for such "
-                    "sizes; a kernel from .kernel() serves the sizes it was made for)")
-                    + (f" (at {where})" if where else ""))
+                    f"{op}: a size that was 1 when the function was traced is not 1 in this "
+                    f"call{at}\nIt broadcasts differently: a compiled function traces again for "
+                    "such sizes; a kernel from .kernel() serves the sizes it was made for."))
                 return
-            flat = lambda k: f"input{k}"                       # noqa: E731
-            sizes = f"{ir.render_expr(ea, flat)} != {ir.render_expr(eb, flat)}"
-            self.checks.setdefault((ea, eb), f"{op}: operand shapes cannot be broadcast together "
-                                   f"(sizes {sizes} in this call; inputs are the flattened "
-                                   f"arguments)" + (f" (at {where})" if where else ""))
+            unnamed = []
+
+            def name(k):
+                if self.inputs[k].name:
+                    return self.inputs[k].name
+                unnamed.append(k)
+                return f"input{k}"
+            sizes = f"{ir.render_expr(ea, name)} != {ir.render_expr(eb, name)}"
+            self.checks.setdefault((ea, eb), f"{op}: operand shapes cannot be broadcast together: "
+                                   f"sizes {sizes} in this call{at}" + (
+                                       "\ninput<k> is the k-th of the flattened arguments"
+                                       if unnamed else ""))
 
     def var_of(self, x):
         """The Var of a value used in this trace: a tracer's, a read of a Variable, or a
@@ -341,7 +361,7 @@ class Trace:
             needed.append(v.node)
             stack.extend(v.node.var_inputs())
         for node in sorted(needed, key=lambda n: n.out.id):
-            impl = getattr(node.prim, "impl", None)
+            impl = node.prim.impl
             if impl is None:
                 raise TracerError(at_user_line(
                     f"a Python branch on a value computed by {node.prim.name}, which has no "
@@ -356,17 +376,17 @@ class Trace:
     def __enter__(self):
         # tapes recording outside see a compiled function as one opaque call: they do
         # not record what happens inside it (tapes opened inside it do)
-        tapes = tape_module.thread_tapes()
+        tapes = recording.thread_tapes()
         self._tapes = tapes[:]
         del tapes[:]
-        tape_module.TRACES.append(self)
-        tape_module.thread_traces().append(self)
+        recording.TRACES.append(self)
+        recording.thread_traces().append(self)
         return self
 
     def __exit__(self, *exc):
-        tape_module.thread_traces().remove(self)
-        tape_module.TRACES.remove(self)
-        tape_module.thread_tapes()[:] = self._tapes
+        recording.thread_traces().remove(self)
+        recording.TRACES.remove(self)
+        recording.thread_tapes()[:] = self._tapes
 
 
 class Captured:
@@ -396,7 +416,7 @@ class CapturedValues:
     among the operands of its ops. An array (or NumPy float scalar) becomes an input
     read at each call; so does a Python float used as an operand of an elementwise op
     by the function itself (a weak float64, as the number is). The rest is guarded by
-    the caller (compiled/jit.py)."""
+    the caller (compiler/capture.py)."""
 
     def __init__(self, captures, codes, literals):
         self.all = captures
@@ -518,7 +538,7 @@ def _watched_constant(args):
     (then the op is recorded, not folded, so that the tape can differentiate it)."""
     for a in args:
         if isinstance(a, Tensor):
-            for tape in tape_module.thread_tapes():
+            for tape in recording.thread_tapes():
                 if a._id in tape._watched:
                     return True
     return False
@@ -636,6 +656,56 @@ class Tracer(Tensor):
 
 
 _ids = __import__("jittape.tensor", fromlist=["_ids"])._ids
+
+
+def leaf_names(fn, args, treedefs=None):
+    """One name per flattened leaf of ``args`` (the arguments of a call of ``fn``, in
+    ``tree.flatten`` order), for ``Trace.add_input``: a leaf that is a whole argument is
+    named after ``fn``'s parameter (``x``), a leaf inside a structure by its path
+    (``params["w"]`` is ``params_w``, ``layers[0]`` is ``layers_0``, a field ``p.w`` is
+    ``p_w``); an argument without a parameter's name (``*args``, a builtin) is
+    ``args_2`` or ``arg2``. ``treedefs[i]``, if given, is argument ``i``'s structure (a
+    ``tree.TreeDef``, or None for an argument that is one leaf)."""
+    import inspect
+    from . import tree
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):                # builtins, some callables
+        params = []
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for i, a in enumerate(args):
+        if i < len(positional):
+            base = positional[i].name
+        elif star is not None:
+            base = f"{star}_{i - len(positional)}"
+        else:
+            base = f"arg{i}"
+        td = tree.flatten(a)[1] if treedefs is None else treedefs[i]
+        if td is None:
+            names.append(base)
+        else:
+            _leaf_paths(td, base, names)
+    return names
+
+
+def _leaf_paths(td, path, names):
+    """Append the names of the leaves of structure ``td``, in order."""
+    kind = td.kind
+    if kind == "leaf":
+        names.append(path)
+        return
+    if kind == "dict":
+        steps = td.meta
+    elif kind == "namedtuple":
+        steps = td.meta._fields
+    elif kind == "dataclass":
+        steps = td.meta[1]
+    else:                                      # list, tuple, a registered class; None
+        steps = range(len(td.children))
+    for step, child in zip(steps, td.children):
+        _leaf_paths(child, f"{path}_{step}", names)
 
 
 def input_value(x):

@@ -51,7 +51,7 @@ def test_a_costly_loop_traced_large_gets_a_parallel_version():
     big = np.ones(cpu.PARALLEL_ELEMENTS, np.float32)
     f = jt.value_and_grad(chain)
     src = _source(f, big)
-    assert "numba.prange(" in src and f"if s0_0 >= {cpu.PARALLEL_ELEMENTS}:" in src
+    assert "numba.prange(" in src and f"if x_n >= {cpu.PARALLEL_ELEMENTS}:" in src
     assert "PARALLEL_OPTIONS = " in src
     cheap = jt.value_and_grad(lambda x: jt.reduce_sum(x * 2.0 + 1.0))
     assert "prange" not in _source(cheap, big)

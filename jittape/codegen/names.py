@@ -3,12 +3,17 @@
 Inputs are ``a0, a1, ...`` (the flattened arguments in order), their sizes
 ``s<input>_<axis>`` (read once, on entry: ``input_sizes``), constants ``c<id>``, graph
 values ``v<id>`` (the graph's ``%<id>``), loop indices ``i0, i1, ...``, loop sizes
-``n<group>_<axis>`` and scalars live in one loop iteration ``t<id>``.
+``n<group>_<axis>`` and scalars live in one loop iteration ``t<id>``. Once a module is
+generated, ``readable`` gives the inputs and their sizes the user's names (``x``,
+``params_w``, ``x_n``), with a trailing ``_`` where a name is the code's own.
 """
+
+import keyword
+import re
 
 import numpy as np
 
-from ..ir import render_expr
+from ..ir import Dim, render_expr
 
 
 def input_name(k):
@@ -89,3 +94,46 @@ def literal_code(value, dtype):
     if dtype.kind in "iu":
         return f"{dtype_code(dtype)}({int(value)})"
     return repr(value)
+
+
+# a generated module's strings and comments (left as they are), and its identifiers
+_TOKENS = re.compile(
+    r'("""[\s\S]*?"""' r"|'''[\s\S]*?'''"                # docstrings
+    r"""|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"""                # strings
+    r'''|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'''
+    r"|#[^\n]*)"                                        # comments
+    r"|([^\W\d]\w*)")                                   # identifiers
+
+
+def readable(source, graph):
+    """``source`` (a generated module) with the placeholder names of ``graph``'s named
+    inputs replaced: ``a<k>`` by the input's name (``x``, ``params_w``) and its sizes
+    ``s<k>_<axis>`` by the input's name and the size's symbol in the graph text (``x_n``
+    where the legend says ``n = x.shape[0]``; a size-1 or fixed axis by its number,
+    ``b_0``). A name the module uses for something else (a temporary ``v12``, ``np``,
+    ``range``) gets a trailing ``_`` until it is free, so the user's names never clash
+    with the code's. Strings and comments are left as they are."""
+    wanted = {}
+    symbol = graph.sizes.symbol
+    for k, v in enumerate(graph.inputs):
+        if not v.name:
+            continue
+        wanted[input_name(k)] = v.name
+        for axis, d in enumerate(v.shape):
+            sym = symbol.get(("in", k, axis)) if isinstance(d, Dim) else None
+            wanted[input_size(k, axis)] = f"{v.name}_{sym or axis}"
+    if not wanted:
+        return source
+    taken = {name for _, name in _TOKENS.findall(source)}
+    taken = (taken - wanted.keys()) | set(keyword.kwlist)
+    rename = {}
+    for old, new in wanted.items():
+        while new in taken:
+            new += "_"
+        taken.add(new)
+        rename[old] = new
+
+    def sub(m):
+        name = m.group(2)
+        return m.group(0) if name is None else rename.get(name, name)
+    return _TOKENS.sub(sub, source)
