@@ -165,9 +165,9 @@ def test_a_wrapper_made_again_finds_the_compiled_code():
 
 
 def test_a_dropped_wrapper_is_freed_once_others_have_been_made(monkeypatch):
-    from jittape import jit
-    monkeypatch.setattr(jit, "_KEEP", 2)
-    monkeypatch.setattr(jit, "_RECENT", collections.OrderedDict())
+    from jittape.compiler import sharing
+    monkeypatch.setattr(sharing, "_KEEP", 2)
+    monkeypatch.setattr(sharing, "_RECENT", collections.OrderedDict())
 
     def loss(w):
         return jt.sum(w * 3.0)
