@@ -13,180 +13,24 @@ the API boundary, for ``UnconnectedGradients.ZERO``.
 
 import contextlib
 import enum
-import functools
 import logging
-import threading
 import warnings
 
 import numpy as np
 
-from . import tree
+from . import autodiff, control, ops, tree
 from .errors import NumericsError, at_user_line
+from .ops.core import Aval
+from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
+from .vjp import input_cotangents
 
 logger = logging.getLogger("jittape")
-
-# Tapes and traces belong to the thread that opened them (as TensorFlow's tapes do).
-# ACTIVE_TAPES and TRACES hold those of every thread: the eager hot path tests them (a
-# list's truth value is the cheapest test) and only when one is non-empty asks for this
-# thread's own (``thread_tapes()``, ``current_trace()``).
-ACTIVE_TAPES = []
-TRACES = []
-_local = threading.local()
-
-
-def _thread_list(name):
-    found = getattr(_local, name, None)
-    if found is None:
-        found = []
-        setattr(_local, name, found)
-    return found
-
-
-def thread_tapes():
-    """The tapes recording in this thread, innermost last (a list the caller may change)."""
-    return _thread_list("tapes")
-
-
-def thread_traces():
-    """The traces of this thread, innermost last."""
-    return _thread_list("traces")
-
-
-def current_trace():
-    """The trace this thread is recording into, or None."""
-    stack = getattr(_local, "traces", None)
-    return stack[-1] if stack else None
-
-_ops = None        # jittape.ops, its Aval and ir.Var, bound once the op modules are loaded
-_Aval = None
-_Var = None
-
-
-def _bind_ops():
-    global _ops, _Aval, _Var
-    from . import ops
-    from .ops.core import Aval
-    from .ir import Var
-    _ops, _Aval, _Var = ops, Aval, Var
-
 
 class UnconnectedGradients(enum.Enum):
     """What ``gradient`` returns for a source the target does not depend on."""
     NONE = "none"
     ZERO = "zero"
-
-
-def record(prim, args, params, result):
-    """Called by ``Primitive.bind`` for each op applied while tapes record."""
-    # Integer and bool values, and non-differentiable ops, carry no gradient; reading a
-    # trainable variable still makes a tape watch it, as in TensorFlow.
-    differentiable = prim.differentiable and result._value.dtype.kind in "fc"
-    entry = None
-    for tape in thread_tapes():
-        watched = tape._watched
-        hit = False
-        for a in args:
-            cls = a.__class__
-            if cls is Tensor:
-                if a._id in watched:
-                    hit = True
-            elif cls is Variable:
-                if a._id in watched:
-                    hit = True
-                elif a._trainable and tape._watch_accessed:
-                    tape._watch_variable(a)
-                    hit = True
-        if hit and differentiable:
-            if entry is None:
-                entry = _make_entry(prim, args, params, result)
-            tape._entries.append(entry)
-            watched.add(result._id)
-
-
-def record_traced(prim, args, inputs, out, trace):
-    """``record`` for an op applied in a traced function (``inputs`` are the node's Vars
-    and literals, ``out`` its Var): tapes opened in the traced function keep the graph
-    nodes that read what they watch. They watch Vars, and Variables by their id; a Var
-    that is a read of a Variable counts as that Variable (the VJP rules of an inner
-    tape's gradient see the read, not the Variable)."""
-    differentiable = prim.differentiable and out.dtype.kind in "fc"
-    owners = trace.read_owner
-    for tape in thread_tapes():
-        watched = tape._watched
-        hit = False
-        for a, v in zip(args, inputs):
-            owner = a if isinstance(a, Variable) else (
-                owners.get(v.id) if v.__class__ is _Var else None)
-            if owner is not None:
-                if owner._id in watched:
-                    hit = True
-                elif owner._trainable and tape._watch_accessed:
-                    tape._watch_variable(owner)
-                    hit = True
-            elif v.__class__ is _Var and v in watched:
-                hit = True
-            elif isinstance(a, Tensor) and a._id in watched:
-                watched.add(v)            # the constant's Var, as the VJP rules see it
-                hit = True
-        if hit and differentiable:
-            tape._entries.append(out.node)
-            watched.add(out)
-
-
-def _make_entry(prim, args, params, result):
-    """(primitive, params, what its VJP rules need, output or None, (position, id) of each
-    tensor input, output id)."""
-    keep = prim.keep_inputs
-    saved = args                  # copied only when an input is replaced
-    inputs = []
-    for k, a in enumerate(args):
-        cls = a.__class__
-        if cls is not Tensor and cls is not Variable and not isinstance(a, Tensor):
-            continue
-        inputs.append((k, a._id))
-        if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
-            replacement = _new(_Aval)                 # the VJP needs only its shape and dtype
-            replacement.shape = a._value.shape
-            replacement.dtype = a._value.dtype
-        elif cls is Variable:
-            replacement = _new(Tensor)                # the value read now, under the variable's id
-            replacement._value = a._value
-            replacement._id = a._id
-        else:
-            continue
-        if saved is args:
-            saved = list(args)
-        saved[k] = replacement
-    return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
-
-
-_new = object.__new__
-
-
-def input_cotangents(prim, g, out, args, params, inputs, relevant):
-    """The VJP step of one op application, shared by the tape and the autodiff pass.
-
-    ``inputs`` holds (input position, key) pairs; the result holds (key, cotangent) for
-    each key in ``relevant`` whose cotangent is not a symbolic zero. A custom gradient
-    (``prim.joint``) gives all inputs' cotangents in one call; a primitive has one rule
-    per input.
-    """
-    cts = prim.joint_vjp(g, len(args)) if prim.joint else None
-    found = []
-    for k, key in inputs:
-        if key not in relevant:
-            continue
-        if cts is not None:
-            ct = cts[k]
-        else:
-            rule = prim.vjp[k]
-            if rule is None:
-                continue
-            ct = rule(g, out, *args, **params) if params else rule(g, out, *args)
-        if ct is not None:
-            found.append((key, ct))
-    return found
 
 
 _ONES = {}
@@ -279,7 +123,8 @@ class GradientTape:
 
     # -- watching -------------------------------------------------------------
     def watch(self, tensor):
-        """Watch a tensor or variable (or a nested list/tuple/dict of them)."""
+        """Watch a tensor or variable, or each leaf of a pytree of them (lists, tuples,
+        dicts, dataclasses, classes given to ``jt.tree.register``)."""
         for t in tree.flatten(tensor)[0]:
             if not isinstance(t, Tensor):
                 raise TypeError(at_user_line(
@@ -327,18 +172,23 @@ class GradientTape:
                  unconnected_gradients=UnconnectedGradients.NONE):
         """The gradient of ``target`` (summed over all its tensors) w.r.t. each source.
 
-        The result has the nesting of ``sources``; each gradient has its source's shape
-        and dtype, or is None (zeros with ``UnconnectedGradients.ZERO``) when the target
-        does not depend on it, the source was not watched, or is not floating.
+        The result has the structure of ``sources`` (any pytree: a dataclass of
+        variables gives that dataclass of gradients); ``output_gradients``, when given,
+        has the target's leaves. Each gradient has its source's shape and dtype, or is
+        None (zeros with ``UnconnectedGradients.ZERO``) when the target does not depend
+        on it, the source was not watched, or is not floating.
         """
         unconnected = _unconnected(unconnected_gradients)
         src_leaves, src_def = _sources(sources, "gradient")
         self._begin_use("gradient")
         try:
-            targets = _flatten(target)[0]
             if output_gradients is None:
+                targets = _flatten(target)[0]
                 seeds = [None] * len(targets)
             else:
+                # None counts on both sides (as in tf.nest), so that a None field of
+                # a target structure lines up with a None of output_gradients
+                targets = tree.flatten(target, keep_none=True)[0]
                 seeds = tree.flatten(output_gradients, keep_none=True)[0]
                 if len(seeds) != len(targets):
                     raise ValueError(at_user_line(
@@ -357,7 +207,6 @@ class GradientTape:
 
     def _backprop(self, targets, seeds, sources):
         """Reverse sweep; returns one gradient (a Tensor or None) per source."""
-        ops = _ops
         grads = {}
         for t, seed in zip(targets, seeds):
             if not isinstance(t, Tensor):
@@ -416,7 +265,6 @@ class GradientTape:
     def _traced_backprop(self, targets, seeds, sources):
         """``_backprop`` in a traced function: the autodiff pass over the nodes this tape
         recorded, which records the backward computation into the trace."""
-        from . import autodiff
         trace = self._trace
         pairs = []
         for t, seed in zip(targets, seeds):
@@ -424,7 +272,7 @@ class GradientTape:
                 continue
             var = trace.var_of(t)
             if seed is None:
-                seed = (_ops.ones_like(autodiff.Tracer._of(var, trace)) if var.ndim
+                seed = (ops.ones_like(autodiff.Tracer._of(var, trace)) if var.ndim
                         else autodiff.Tracer._of(trace.const(np.ones((), var.dtype)), trace))
             else:
                 seed = trace.tracer(seed) if isinstance(seed, Tensor) else \
@@ -468,19 +316,17 @@ class GradientTape:
             rows = self._rows(target, src_leaves, target.shape if isinstance(target, Tensor) else ())
         finally:
             self._end_use()
-        from . import ops
         out = []
         for s, col in zip(src_leaves, rows):
             shape = tuple(target.shape) + tuple(s.shape)
             if col is None:
-                out.append(_finish(None, _Aval(shape, s.dtype), unconnected))
+                out.append(_finish(None, Aval(shape, s.dtype), unconnected))
             else:
                 out.append(ops.reshape(col, shape))
         return tree.unflatten(src_def, out)
 
     def _rows(self, target, sources, shape, batch=False):
         """Stacked gradients of each element of ``target`` (per batch row if ``batch``)."""
-        from . import ops
         if not isinstance(target, Tensor):
             raise TypeError(at_user_line("GradientTape.jacobian: the target must be a Tensor"))
         if not _is_float(target):
@@ -515,12 +361,11 @@ class GradientTape:
 
     def _traced_rows(self, target, sources, batch):
         """``_rows`` in a traced function: one reverse sweep per target element, run in a
-        loop by the generated code (``autodiff.jacobian_rows``). For ``batch_jacobian``
+        loop by the generated code (``control.jacobian_rows``). For ``batch_jacobian``
         the rows are summed over the source's batch axis, which holds one nonzero block
         per row under batch_jacobian's assumption."""
-        from . import autodiff
         trace = self._trace
-        if any(n.prim is autodiff.LOOP_INDEX for n in trace.nodes):
+        if control.has_loop(trace.nodes):
             from .errors import UnsupportedError
             raise UnsupportedError(at_user_line(
                 "GradientTape.jacobian: a compiled function can compute one jacobian (it "
@@ -529,7 +374,7 @@ class GradientTape:
         wrt, groups = self._traced_sources(sources)
         t = autodiff.Tracer._of(trace.var_of(target), trace)
         tracers = [autodiff.Tracer._of(v, trace) for v in wrt]
-        rows = autodiff.jacobian_rows(trace, t, tracers, self._entries, keep_none=True) \
+        rows = control.jacobian_rows(trace, t, tracers, self._entries, keep_none=True) \
             if wrt else []
         out = []
         for r, s in zip(_sum_groups(rows, groups), sources):
@@ -537,8 +382,8 @@ class GradientTape:
                 out.append(r)
                 continue
             # rows: (B*T, B, S...) -> (B, T, S...), summed over the source's batch axis
-            r = _ops.reshape(r, (t._var.shape[0], -1) + tuple(s.shape))
-            out.append(_ops.reshape(_ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
+            r = ops.reshape(r, (t._var.shape[0], -1) + tuple(s.shape))
+            out.append(ops.reshape(ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
         return out
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
@@ -564,8 +409,7 @@ class GradientTape:
             self._end_use()
         shape = tuple(target.shape) + tuple(src.shape[1:])
         if col is None:
-            return _finish(None, _Aval(shape, src.dtype), unconnected)
-        from . import ops
+            return _finish(None, Aval(shape, src.dtype), unconnected)
         return ops.reshape(col, shape)
 
 
@@ -600,20 +444,22 @@ def _flatten(x):
     return tree.flatten(x)
 
 
-_ONE = tree.flatten(0)[1]
-_FLAT_LISTS = {n: tree.flatten([0] * n)[1] for n in range(1, 9)}
+# Objects of their own, not tree.flatten's: ``is`` against them tells the fast path's
+# results (every leaf a Tensor) from tree.flatten's, whose leaves are unchecked.
+_ONE = tree.TreeDef("leaf", None, ())
+_FLAT_LISTS = {n: tree.TreeDef("list", None, (_ONE,) * n) for n in range(1, 9)}
 
 
 def _finish(grad, source, unconnected):
     """A gradient at the API boundary: the source's dtype, zeros for ZERO."""
     if grad is None:
         if unconnected is UnconnectedGradients.ZERO:
-            return _ops.zeros(source.shape, source.dtype)
+            return ops.zeros(source.shape, source.dtype)
         return None
     value, like = grad._value, source._value
     if (value is None or like is None or value.dtype is not like.dtype) and \
             grad.dtype != source.dtype:
-        grad = _ops.cast(grad, source.dtype)
+        grad = ops.cast(grad, source.dtype)
     return grad
 
 
@@ -625,92 +471,6 @@ def _sum_groups(values, groups):
         pos += n
         total = None
         for v in found:
-            total = v if total is None else _ops.add(total, v)
+            total = v if total is None else ops.add(total, v)
         out.append(total)
     return out
-
-
-# ---------------------------------------------------------------------------
-# custom gradients
-
-class _CustomRule:
-    """The tape entry of one call of a ``custom_gradient`` function."""
-
-    joint = True
-    vjp = None
-    keep_inputs = True
-    keep_out = True
-    differentiable = True
-    name = "custom_gradient"
-
-    def __init__(self, grad_fn, n_inputs, fn_name):
-        self.grad_fn = grad_fn
-        self.n_inputs = n_inputs
-        self.fn_name = fn_name
-
-    def joint_vjp(self, g, n_inputs):
-        cts = self.grad_fn(g)
-        cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
-        if len(cts) != self.n_inputs:
-            raise ValueError(at_user_line(
-                f"custom_gradient: the gradient function of {self.fn_name} returned "
-                f"{len(cts)} gradients for {self.n_inputs} inputs"))
-        return [None if c is None else (c if isinstance(c, Tensor) else Tensor(c)) for c in cts]
-
-
-class _TracedCustomRule(_CustomRule):
-    """A ``custom_gradient`` call in a traced function: a graph node
-    ``y = custom_gradient(y_inner, *x)`` whose value is ``y_inner`` (what ``f`` computed)
-    and whose VJP is ``grad_fn`` for the ``x`` and nothing for ``y_inner``, so the
-    autodiff pass never looks inside ``f``. The passes drop the node after autodiff
-    (``passes.simplify``); ``grad_fn``'s ops, recorded into the same trace when the
-    backward pass runs, are differentiable again (hessians)."""
-
-    lowerings = {"scalar": "{0}"}          # the value passes through
-
-    @staticmethod
-    def impl(y, *args):
-        return y
-
-    def abstract(self, y, *args, **params):
-        return _Aval(y.shape, y.dtype)
-
-    def joint_vjp(self, g, n_inputs):
-        return [None] + super().joint_vjp(g, n_inputs - 1)
-
-    def __repr__(self):
-        return f"<custom_gradient of {self.fn_name}>"
-
-
-def custom_gradient(f):
-    """Decorate ``f(*x) -> (y, grad_fn)``; ``grad_fn(dy)`` returns the inputs' gradients.
-
-    ``f``'s own operations are not recorded: tapes record one entry whose backward
-    step is ``grad_fn``. ``grad_fn`` may use jittape ops, so outer tapes can
-    differentiate it again. Compiled functions honour it the same way: the autodiff
-    pass calls ``grad_fn`` on the traced cotangent.
-    """
-    @functools.wraps(f)
-    def wrapper(*args):
-        tapes = thread_tapes()
-        saved = tapes[:]
-        del tapes[:]
-        try:
-            y, grad_fn = f(*args)
-        finally:
-            tapes[:] = saved
-        name = getattr(f, "__name__", "function")
-        trace = current_trace() if TRACES else None
-        if trace is not None:
-            if isinstance(y, Tensor) and _is_float(y):
-                rule = _TracedCustomRule(grad_fn, len(args), name)
-                return trace.bind(rule, [trace.tracer(y), *args], {})
-            return y
-        if not isinstance(y, Tensor):
-            y = Tensor(y)
-        if ACTIVE_TAPES and thread_tapes() and _is_float(y):
-            rule = _CustomRule(grad_fn, len(args), name)
-            record(rule, args, {}, y)
-        return y
-    return wrapper
-

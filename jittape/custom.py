@@ -1,0 +1,223 @@
+"""Functions with derivative rules of the user's own: ``custom_gradient`` (TensorFlow's
+interface), ``custom_vjp`` and ``custom_jvp`` (JAX's).
+
+All three make one op record, ``CustomRule``: a call of the function is one tape entry,
+or one graph node ``y = custom(y_inner, *x)`` whose value is ``y_inner`` (what the
+function computed) and whose VJP is the user's rule, so neither the tape nor the
+autodiff pass looks inside the function. The passes drop the node after autodiff (its
+``simplify`` rule); the rule's own ops, recorded when the backward pass runs, are
+differentiable again (Hessians).
+
+A ``custom_jvp`` rule is a forward-mode rule; reverse mode transposes it: the tangent
+it returns is linear in the input tangents, so the VJP of a cotangent ``g`` is the
+gradient of ``sum(g * tangent_out)`` with respect to the tangents, taken by a tape over
+the rule (eagerly, or over its traced nodes in a compiled function).
+"""
+
+import functools
+import threading
+
+import numpy as np
+
+from . import ops
+from .errors import at_user_line
+from .ops.core import Aval, OpRecord, record
+from .recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
+from .tape import GradientTape
+from .tensor import Tensor
+
+
+class CustomRule(OpRecord):
+    """One call of a function with a derivative rule of its own.
+
+    ``vjp_fn(g)`` returns the inputs' cotangents (one per input, None for none); on a
+    graph, the node's first input is the function's own result, which gets none.
+    """
+
+    name = "custom_gradient"
+    kind = "elementwise"            # on a graph, the value passes through
+    joint = True
+    lowerings = {"scalar": "{0}"}
+
+    def __init__(self, vjp_fn, n_inputs, fn_name, traced, jvp=None):
+        self.vjp_fn = vjp_fn
+        self.n_inputs = n_inputs
+        self.fn_name = fn_name
+        self.traced = traced
+        self.jvp = jvp
+
+    @staticmethod
+    def impl(y, *args):
+        return y
+
+    def abstract(self, y, *args, **params):
+        return Aval(y.shape, y.dtype)
+
+    def simplify(self, node, producer):
+        # autodiff has chosen the VJP: the node is its first input from here on
+        return node.inputs[0]
+
+    def joint_vjp(self, g, n_inputs):
+        cts = self.vjp_fn(g)
+        cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
+        if len(cts) != self.n_inputs:
+            raise ValueError(at_user_line(
+                f"{self.name}: the gradient function of {self.fn_name} returned "
+                f"{len(cts)} gradients for {self.n_inputs} inputs"))
+        cts = [None if c is None else (c if isinstance(c, Tensor) else Tensor(c)) for c in cts]
+        return [None] + cts if self.traced else cts
+
+    def __repr__(self):
+        return f"<{self.name} of {self.fn_name}>"
+
+
+def _is_float(x):
+    return (x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind in "fc"
+
+
+def _apply(f_name, rule_name, args, forward, jvp=None):
+    """Call ``forward(*args) -> (y, vjp_fn)`` unrecorded, and record one op for it."""
+    tapes = thread_tapes()
+    saved = tapes[:]
+    del tapes[:]
+    try:
+        y, vjp_fn = forward(*args)
+    finally:
+        tapes[:] = saved
+    trace = current_trace() if TRACES else None
+    if trace is not None:
+        if isinstance(y, Tensor) and _is_float(y):
+            rule = CustomRule(vjp_fn, len(args), f_name, traced=True, jvp=jvp)
+            rule.name = rule_name
+            return trace.bind(rule, [trace.tracer(y), *args], {})
+        return y
+    if not isinstance(y, Tensor):
+        y = Tensor(y)
+    if ACTIVE_TAPES and thread_tapes() and _is_float(y):
+        rule = CustomRule(vjp_fn, len(args), f_name, traced=False, jvp=jvp)
+        rule.name = rule_name
+        record(rule, args, {}, y)
+    return y
+
+
+def custom_gradient(f):
+    """Decorate ``f(*x) -> (y, grad_fn)``; ``grad_fn(dy)`` returns the inputs' gradients.
+
+    ``f``'s own operations are not recorded: tapes record one entry whose backward
+    step is ``grad_fn``. ``grad_fn`` may use jittape ops, so outer tapes can
+    differentiate it again. Compiled functions honour it the same way: the autodiff
+    pass calls ``grad_fn`` on the traced cotangent.
+    """
+    name = getattr(f, "__name__", "function")
+
+    @functools.wraps(f)
+    def wrapper(*args):
+        return _apply(name, "custom_gradient", args, f)
+    return wrapper
+
+
+def _split(args, nondiff_argnums, where):
+    for i in nondiff_argnums:
+        if not -len(args) <= i < len(args):
+            raise ValueError(at_user_line(
+                f"{where}: nondiff_argnums holds {i}, but the function got {len(args)} arguments"))
+    fixed = {i % len(args) for i in nondiff_argnums}
+    return [a for i, a in enumerate(args) if i in fixed], fixed
+
+
+class custom_vjp:
+    """A function with a reverse-mode rule of its own (JAX's ``jax.custom_vjp``).
+
+    ``f.defvjp(fwd, bwd)``: ``fwd(*args) -> (y, residuals)`` computes the value and what
+    the rule keeps; ``bwd(*nondiff_args, residuals, g) -> tuple`` gives one cotangent per
+    differentiated argument (None for none). ``y`` is one array.
+    """
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = self.bwd = None
+        self._in_fwd = threading.local()     # fwd may call the function: then it is plain
+
+    def defvjp(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "function")
+        if self.fwd is None:
+            raise TypeError(at_user_line(
+                f"custom_vjp: {name} has no rule; call {name}.defvjp(fwd, bwd) first"))
+        if getattr(self._in_fwd, "active", False):
+            return self.fun(*args)
+        fixed_args, fixed = _split(args, self.nondiff_argnums, f"custom_vjp({name})")
+
+        def forward(*xs):
+            self._in_fwd.active = True
+            try:
+                y, residuals = self.fwd(*args)
+            finally:
+                self._in_fwd.active = False
+
+            def vjp_fn(g):
+                cts = self.bwd(*fixed_args, residuals, g)
+                cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
+                n_diff = len(args) - len(fixed)
+                if len(cts) != n_diff:
+                    raise ValueError(at_user_line(
+                        f"custom_vjp: the bwd rule of {name} returned {len(cts)} cotangents "
+                        f"for {n_diff} differentiated arguments"))
+                it = iter(cts)
+                return [None if i in fixed else next(it) for i in range(len(args))]
+            return y, vjp_fn
+        return _apply(name, "custom_vjp", args, forward)
+
+
+class custom_jvp:
+    """A function with a forward-mode rule of its own (JAX's ``jax.custom_jvp``).
+
+    ``f.defjvp(rule)``: ``rule(*nondiff_args, primals, tangents) -> (y, tangent_out)``
+    with ``primals`` and ``tangents`` tuples of the other arguments; ``tangent_out`` must be linear in the
+    tangents. Reverse mode (tapes, ``jt.grad``) transposes the rule (see the module).
+    """
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.rule = None
+
+    def defjvp(self, rule):
+        self.rule = rule
+        return rule
+
+    def __call__(self, *args):
+        name = getattr(self.fun, "__name__", "function")
+        if self.rule is None:
+            raise TypeError(at_user_line(
+                f"custom_jvp: {name} has no rule; call {name}.defjvp(rule) first"))
+        _, fixed = _split(args, self.nondiff_argnums, f"custom_jvp({name})")
+        rule = self.rule
+
+        fixed_args = [args[i] for i in sorted(fixed)]
+        diff = [i for i in range(len(args)) if i not in fixed]
+
+        def forward(*xs):
+            y = self.fun(*args)
+
+            def vjp_fn(g):
+                primals = tuple(args[i] for i in diff)
+                tangents = [ops.zeros_like(a) for a in primals]
+                with GradientTape() as tape:
+                    for t in tangents:
+                        tape.watch(t)
+                    _, t_out = rule(*fixed_args, primals, tuple(tangents))
+                    total = ops.sum(ops.multiply(g, t_out))
+                grads = tape.gradient(total, tangents)
+                out = [None] * len(args)
+                for i, ct, a in zip(diff, grads, primals):
+                    out[i] = ct if _is_float(a) else None
+                return out
+            return y, vjp_fn
+        return _apply(name, "custom_jvp", args, forward, jvp=rule)
