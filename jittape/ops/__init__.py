@@ -1,28 +1,19 @@
-"""The primitives, one module per family, and the registry that lists them all."""
+"""The primitives, one module per family, and the registry that lists them all.
 
+``api.py`` (written from the registry by ``python -m jittape.ops.names``) names the
+public ops; ``methods.py`` gives ``Tensor`` its operators.
+"""
+
+from . import core, creation, elementwise, indexing, linalg, nn, reduce, shape  # noqa: F401
 from .core import COMPOSITES, REGISTRY, Aval, Primitive  # noqa: F401
-from .elementwise import (  # noqa: F401
-    abs, add, arctan, cast, clip, cos, divide, equal, exp, expm1, floor_divide, greater,
-    greater_equal, identity, isfinite, isnan, less, less_equal, log, log1p, logical_and,
-    logical_not, logical_or, maximum, minimum, mod, multiply, negative, not_equal, power, relu,
-    sigmoid, sign, sin, softplus, sqrt, square, stop_gradient, subtract, tan, tanh, unbroadcast,
-    where,
-)
-from .reduce import (  # noqa: F401
-    logsumexp, max, mean, min, prod, reduce_logsumexp, reduce_max, reduce_mean, reduce_min,
-    reduce_prod, reduce_sum, sum,
-)
-from .shape import (  # noqa: F401
-    broadcast_to, concat, concatenate, expand_dims, gather, getitem, reshape, squeeze, stack,
-    swapaxes, take, transpose,
-)
-from .linalg import dot, einsum, matmul, outer  # noqa: F401
-from .nn import log_softmax, softmax, softmax_cross_entropy, sparse_softmax_cross_entropy  # noqa: F401
-from .creation import (  # noqa: F401
-    arange, eye, full, full_like, linspace, ndim, ones, ones_like, shape, size, zeros, zeros_like,
-)
+from .elementwise import unbroadcast  # noqa: F401
 from . import random  # noqa: F401
+from . import methods  # noqa: F401  (Tensor's operators and methods)
 
-from .. import tape as _tape  # noqa: E402
-
-_tape._bind_ops()
+try:
+    from .api import *  # noqa: F401,F403
+    from .api import __all__  # noqa: F401
+except ImportError as _err:      # api.py names an op that is gone: the registry's names
+    from . import names as _names
+    globals().update(_names.stale("api.py", _err, _names.jt_namespace()))
+    __all__ = sorted(_names.jt_namespace())

@@ -1,0 +1,186 @@
+"""The public names of the ops, written from the registry: ``python -m jittape.ops.names``.
+
+Writes ``jittape/ops/api.py`` (the ``jt.*`` ops), ``jittape/ops/numpy_api.py`` (the
+ops under NumPy's names, for ``jittape.numpy``) and the op list of ``docs/api.md``, as
+static files that type checkers and editors read. ``tests/test_names.py`` fails when
+they differ from what the registry gives, so a new op is exported by running this.
+
+A name is public when it is, in one of the family modules:
+- a primitive named as the module's attribute (``exp = elementwise("exp", ...)``), or
+- a function that NumPy dispatches to, a composite, or one marked ``core.public``
+  (aliases such as ``reduce_sum = sum`` included).
+Under NumPy's names are the NumPy functions that dispatch to an op, and the functions
+marked ``public(numpy=True)``.
+"""
+
+import argparse
+import importlib
+import pathlib
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+
+from . import core
+from ..tensor import FUNCTION_TABLE, UFUNC_TABLE
+
+FAMILIES = {                 # module -> its heading in the docs (modules by their full
+    importlib.import_module(f"{__package__}.{name}"): heading       # names: the package
+    for name, heading in (("elementwise", "elementwise"), ("reduce", "reductions"),   # has
+                          ("linalg", "linear algebra"), ("shape", "shape"),
+                          ("indexing", "indexing and joining"),
+                          ("nn", "nn"), ("creation", "creation"))}    # a function `shape`
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS_BEGIN = "<!-- op list: written by python -m jittape.ops.names -->"
+DOCS_END = "<!-- end of the op list -->"
+HEADER = '''"""{what}: written by ``python -m jittape.ops.names`` from the registry.
+
+Do not edit: declare an op in its family module (``jittape/ops/``) and run that command.
+"""
+
+'''
+
+
+def _dispatched():
+    return {id(op) for op in (*UFUNC_TABLE.values(), *FUNCTION_TABLE.values())}
+
+
+def _is_public(module, attr, value, dispatched, composites):
+    if attr.startswith("_"):
+        return False
+    if isinstance(value, core.Primitive):
+        return value.public and value.name == attr
+    if not callable(value) or getattr(value, "__module__", None) != module.__name__:
+        return False
+    marked = getattr(value, "jt_public", None)
+    if marked is not None:
+        return marked
+    return id(value) in dispatched or id(value) in composites
+
+
+def jt_names():
+    """{family module: sorted public attribute names}."""
+    dispatched = _dispatched()
+    composites = {id(c.fn) for c in core.COMPOSITES.values()}
+    return {module: sorted(attr for attr, value in vars(module).items()
+                           if _is_public(module, attr, value, dispatched, composites))
+            for module in FAMILIES}
+
+
+def numpy_names():
+    """{NumPy name: (family module, attribute)} of the ops under NumPy's names."""
+    where = {}
+    for module in FAMILIES:
+        for attr, value in vars(module).items():
+            if not attr.startswith("_"):
+                where.setdefault(id(value), (module, attr))
+    found = {}
+    for name in dir(np):
+        if name.startswith("_"):
+            continue
+        fn = getattr(np, name)
+        try:
+            op = UFUNC_TABLE.get(fn) or FUNCTION_TABLE.get(fn)
+        except TypeError:               # unhashable NumPy attributes
+            continue
+        if op is not None and id(op) in where:
+            found[name] = where[id(op)]
+    for module in FAMILIES:
+        for attr, value in vars(module).items():
+            if getattr(value, "numpy_public", False) and hasattr(np, attr):
+                found.setdefault(attr, (module, attr))
+    return dict(sorted(found.items()))
+
+
+def jt_namespace():
+    """{name: op} as ``api.py`` exports them."""
+    return {a: getattr(m, a) for m, attrs in jt_names().items() for a in attrs}
+
+
+def numpy_namespace():
+    """{name: op} as ``numpy_api.py`` exports them."""
+    return {name: getattr(m, a) for name, (m, a) in numpy_names().items()}
+
+
+def stale(filename, error, namespace):
+    """A written namespace that no longer imports (an op it names is gone): warn, and
+    give the registry's names so that the package still loads and this module runs."""
+    warnings.warn(f"jittape/ops/{filename} is out of date with the registry ({error}); "
+                  "run `python -m jittape.ops.names`", stacklevel=3)
+    return namespace
+
+
+def _imports(pairs):
+    """``from .module import (name as alias, ...)`` lines for (module, attr, alias)."""
+    lines = []
+    by_module = {}
+    for module, attr, alias in pairs:
+        by_module.setdefault(module.__name__.rsplit(".", 1)[1], []).append(
+            attr if attr == alias else f"{attr} as {alias}")
+    for module in sorted(by_module):
+        lines.append(f"from .{module} import (  # noqa: F401")
+        lines.extend(f"    {item}," for item in sorted(by_module[module]))
+        lines.append(")")
+    return lines
+
+
+def _all(names):
+    return ["", "__all__ = ["] + [f"    {n!r}," for n in sorted(names)] + ["]", ""]
+
+
+def api_source():
+    pairs = [(m, a, a) for m, attrs in jt_names().items() for a in attrs]
+    return HEADER.format(what="The ops of ``jittape``") + "\n".join(
+        _imports(pairs) + _all(a for _, a, _ in pairs))
+
+
+def numpy_source():
+    pairs = [(m, a, name) for name, (m, a) in numpy_names().items()]
+    return HEADER.format(what="The ops under NumPy's names, for ``jittape.numpy``") + "\n".join(
+        _imports(pairs) + _all(name for _, _, name in pairs))
+
+
+def docs_block():
+    lines = [DOCS_BEGIN]
+    for module, attrs in jt_names().items():
+        lines.extend(textwrap.wrap(f"- {FAMILIES[module]}: `{' '.join(attrs)}`", width=88,
+                                   subsequent_indent="  ", break_on_hyphens=False))
+    lines.append(DOCS_END)
+    return "\n".join(lines)
+
+
+def docs_text(text):
+    begin, end = text.index(DOCS_BEGIN), text.index(DOCS_END) + len(DOCS_END)
+    return text[:begin] + docs_block() + text[end:]
+
+
+def outputs():
+    """{path: the text the registry gives}."""
+    docs = ROOT.parent / "docs" / "api.md"
+    found = {ROOT / "ops" / "api.py": api_source(),
+             ROOT / "ops" / "numpy_api.py": numpy_source()}
+    if docs.exists():                  # an installed package has no docs
+        found[docs] = docs_text(docs.read_text())
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m jittape.ops.names", description=__doc__)
+    parser.add_argument("--check", action="store_true",
+                        help="only say which files differ (exit status 1 if any)")
+    args = parser.parse_args(argv)
+    stale = [path for path, text in outputs().items()
+             if not path.exists() or path.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path} differs from the registry")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(outputs()[path])
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
