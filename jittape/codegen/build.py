@@ -179,7 +179,7 @@ def _build(root, source, func_name, key, njit_options):
                     guard.install(value, lean=False)
         return _Kernel(func, path, store is not None, from_disk)
     options = dict(njit_options)
-    # Numba's thread pool up before a CPU kernel compiles or loads (4 ms, once):
+    # Numba's thread pool up before a CPU kernel compiles or loads (cheap, once a process):
     # compiling a prange loop that calls a function Numba has not compiled yet, in a
     # process whose pool has not started, fails to link ("Symbol not found:
     # allocate_sched"), and parallel code loaded before it starts crashes
@@ -468,9 +468,9 @@ class _Guard:
 def _start_runtime(target_context):
     """Numba refreshes its target context before it loads machine code from its cache:
     in a new process that imports and registers every implementation Numba has (NumPy's
-    functions, linear algebra, SciPy's BLAS, typed containers, ...), about 0.35 s,
-    most of a first call from the disk cache, and none of it needed to run code that is
-    compiled already. Loads of a module found on disk start Numba's runtime only
+    functions, linear algebra, SciPy's BLAS, typed containers, ...), most of a first
+    call from the disk cache, and none of it needed to run code that is compiled
+    already. Loads of a module found on disk start Numba's runtime only
     (allocation and boxing, which the code calls); a compile, of this dispatcher or any
     other, refreshes the context in full as it always does. (Numba's cache object is
     private API: where it is not as expected, loads stay as they are.)"""

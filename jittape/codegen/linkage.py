@@ -3,8 +3,8 @@
 Numba compiles a call from one jitted function to another by linking the callee's LLVM
 IR into the caller's module, and the caller's compile then optimizes the callee and
 makes machine code of it once more. For the packed matrix product (``gemm``: the
-driver, its parallel twin and Numba's threading around it) that was about one second
-of the cold compile of every kernel that multiplies matrices, for code that never
+driver, its parallel twin and Numba's threading around it) that made the cold compile
+of every kernel that multiplies matrices compile the product again, for code that never
 changes from kernel to kernel.
 
 ``external(dispatcher, name, signatures, key)`` makes a helper that generated code calls

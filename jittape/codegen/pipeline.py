@@ -4,20 +4,19 @@ Numba's nopython pipeline runs passes for Python features that generated code ne
 uses: ``with`` blocks, closures and functions made at run time, ``literally`` and
 ``literal_unroll``, branches on constants, overloads inlined at the IR level, array
 expressions to fuse into loops. Each walks the whole function, and a kernel is hundreds
-of lines: together they were half a second of the MLP's cold compile (4.2 s). A
+of lines: together they were a noticeable part of a kernel's cold compile, for nothing. A
 kernel without parallel loops compiles with the pipeline less those passes; one with
 ``prange`` loops compiles with Numba's own (its parfor passes rely on the others).
 Callees (runtime helpers, NumPy's functions) compile with Numba's pipeline as always.
 
 LLVM, too, runs twice over a kernel as Numba builds it: its full optimization pipeline
 for each function of the module on its own, to prepare the IR for the module's
-pipeline, and then the module's, which inlines, optimizes and vectorizes again. On the
-MLP's kernel the first of these took 0.17 s of 0.54 s of LLVM and changed nothing the
-second would not do: a kernel's library (``kernel_library``) runs LLVM's level 1 for
-the functions (SROA, combining, CSE: what the module's pipeline and Numba's reference
-count pruning need) and keeps Numba's level for the module. The kernels' run times were
-the same either way (MLP, logistic regression, elementwise chain), and the MLP's LLVM
-time 0.1 s shorter (0.54 s to 0.45 s).
+pipeline, and then the module's, which inlines, optimizes and vectorizes again. The
+first of these is a good part of LLVM's time and leaves nothing that the second would
+not do: a kernel's library (``kernel_library``) runs LLVM's level 1 for the functions
+(SROA, combining, CSE: what the module's pipeline and Numba's reference count pruning
+need) and keeps Numba's level for the module. The kernels' machine code runs as fast
+either way, and LLVM's time is shorter (``docs/performance-notes.md``).
 """
 
 from numba.core import config, typed_passes, untyped_passes

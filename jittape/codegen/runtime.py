@@ -77,8 +77,8 @@ def slice_step(n, start, stop, step):
 def any_equal(pairs):
     """Whether any pair (a, b) of ``pairs`` (a flat tuple of integers: a0, b0, a1, b1, ...)
     has a == b. Generated code checks sizes with it: lowered directly, a comparison per
-    pair and no branch, where each ``==`` and ``|`` of the same test is typed and lowered
-    by Numba one by one (milliseconds each)."""
+    pair and no branch, where each ``==`` and ``|`` of the same test would be typed and
+    lowered by Numba one by one, each a cost in compile time."""
     return any(a == b for a, b in zip(pairs[::2], pairs[1::2]))
 
 
@@ -117,8 +117,8 @@ _size_test(any_differ, "!=")
 # kernel's own IR. Numba's versions compile an implementation per argument type (np.empty
 # typed at each call site, np.full and ``reshape`` through helpers compiled per process),
 # and njit functions loaded from Numba's cache are linked into each kernel and optimized
-# again with it: a tenth of a second of a cold compile either way. Called from Python
-# (``f.lower(...).python``, NUMBA_DISABLE_JIT) they are NumPy's.
+# again with it: either way each cold compile pays again for code that never changes.
+# Called from Python (``f.lower(...).python``, NUMBA_DISABLE_JIT) they are NumPy's.
 
 def empty(shape, dtype):
     """np.empty(shape, dtype), C ordered."""

@@ -1,77 +1,24 @@
-"""TensorFlow-2-compatible stateful random ops (eager mode), in pure NumPy.
+"""Random tensors with TensorFlow 2's eager numbers, bit for bit, computed with NumPy.
 
-After ``set_seed(s)`` the functions in this module return, for the same
-sequence of calls, exactly the numbers TensorFlow 2 returns in eager mode
-after ``tf.random.set_seed(s)``::
+After ``set_seed(s)`` the same sequence of calls returns exactly what TensorFlow returns
+in eager mode after ``tf.random.set_seed(s)``, so a model ported from TensorFlow starts
+from the same weights::
 
     tf.random.set_seed(1)                      jt.random.set_seed(1)
     tf.random.uniform((4, 3), -20, 20)    ==   jt.random.uniform((4, 3), -20, 20)
     tf.random.normal((2, 3))              ==   jt.random.normal((2, 3))
 
-How TensorFlow does it (and how it is reproduced here)
-------------------------------------------------------
-* Seeds.  ``tf.random.set_seed(g)`` stores the global seed ``g`` and creates a
-  Python ``random.Random(g)``.  Every random op called *without* an explicit
-  ``seed`` draws its op seed from that stream with
-  ``randint(0, 2**31 - 1)``; the kernel then runs with
-  ``(seed, seed2) = (g % (2**31 - 1), op_seed % (2**31 - 1))``
-  (``(0, 0)`` is replaced by ``(0, 2**31 - 1)``).  With an explicit op seed
-  and no global seed, ``seed = 87654321`` (``DEFAULT_GRAPH_SEED``).
-* Generator.  Philox-4x32-10 with key ``(seed & 0xffffffff, seed >> 32)`` and
-  a 128-bit counter whose two high words are ``seed2``; block ``i`` of an
-  op's output uses counter ``i``; each block yields four uint32 words.
-* Kernel cache.  TF caches eager kernels by op and attributes (including
-  ``seed``/``seed2``), and a cached kernel's generator moves forward by
-  ``256 * num_elements`` blocks on every call.  So calling
-  ``tf.random.uniform(shape, seed=3)`` twice gives two different results.
-  This is reproduced (the cache is keyed by op kind, dtype, seed and seed2,
-  and is cleared by ``set_seed``, as TF clears its kernel cache).  It holds
-  one small dict entry per distinct (op, dtype, seed pair) used, so it grows
-  with the number of seeded calls until the next ``set_seed`` (as TF's does).
-* Distributions (``tsl/lib/random/random_distributions*.h``):
-  - uniform float32: ``bitcast(0x3f800000 | (x & 0x7fffff)) - 1``, one word
-    per value; float64: 52 mantissa bits from two words
-    ``(x0 & 0xfffff) << 32 | x1``.  The op then applies
-    ``r * (maxval - minval) + minval`` in the output dtype (or ``r * maxval``
-    when ``minval`` is the Python int ``0``, as ``random_ops.py`` does).
-  - uniform int32: ``minval + x % (maxval - minval)`` (unsigned modulo, one
-    word per value); int64: ``minval + (x0 | x1 << 32) % range``.
-  - normal float32: Box-Muller on word pairs ``(x0, x1)``:
-    ``u1 = max(U(x0), 1e-7)``, ``v1 = float32(2*pi*U(x1))``,
-    ``r = sqrtf(-2 * logf(u1))``, outputs ``sinf(v1) * r, cosf(v1) * r``,
-    then ``* stddev + mean`` in float32.  TF calls glibc's ``logf`` and
-    ``sincosf``, which are *not* correctly rounded (about 1% of results are
-    one ulp away from ``float32(math.log(x))``), so this module contains a
-    NumPy transcription of glibc's (>= 2.28) ``logf``/``sincosf`` algorithms
-    (table + polynomial evaluated in float64).  It was checked against the
-    real glibc 2.36 for all 2**23 possible inputs with zero differences.
-    (TF's own float32 normals depend on the C library: this matches TF on
-    Linux/glibc >= 2.28; TF on macOS or Windows uses another libm.)
-  - normal float64: Box-Muller on whole blocks ``(x0, x1, x2, x3)`` with
-    ``log``/``sin``/``cos`` in float64 (NumPy's; identical to glibc on the
-    test machine, but NumPy builds with their own SIMD float64 routines may
-    differ from TF in the last ulp in rare cases).
+Each step of TensorFlow's recipe is reproduced where it happens here: the op seeds
+(``get_seed``), the generator's key and counter (``_philox_stream``), the generator
+(``_philox4x32``) and the distributions (``_uniform_array``, ``_normal_array``). Without
+a seed (``set_seed(None)``, the default) the numbers come from OS entropy and are not
+reproducible, as in TensorFlow.
 
-No global seed
---------------
-Without ``set_seed`` (or after ``set_seed(None)``) and without an op seed,
-TF draws fresh random Philox seeds from the OS.  Here the Philox key and
-counter are drawn from ``numpy.random.default_rng()``, itself seeded from OS
-entropy when first needed; results are then not reproducible (as in TF).
-
-Only the NumPy array helpers (``_uniform_array``, ``_normal_array``,
-``_glorot_uniform_array``) are used by the public functions, which wrap the
-array with ``jittape.tensor.constant`` (imported lazily).
-
-In compiled code
-----------------
-In a function being traced, a draw is an input of the compiled code
-(``Trace.random_input``), drawn again with the same arguments by the host before
-every call of the kernel: the op-seed stream and the emulated kernel cache
-advance exactly as they do eagerly, so after ``set_seed(s)`` a compiled function
-returns the numbers the eager function returns. (Philox in generated code would
-save the host draw, but would have to reproduce glibc's ``logf``/``sincosf`` to
-give these numbers.)
+In a function being compiled a draw is an input of the compiled code, drawn again with
+the same arguments before each call (``_drawn``), so that compiled and eager functions
+see the same numbers after ``set_seed(s)``. (Philox in generated code would save the
+draw on the host, but would have to reproduce glibc's ``logf`` and ``sincosf`` to give
+these numbers.)
 """
 
 import math
@@ -81,37 +28,35 @@ import threading
 
 import numpy as np
 
-from . import core
+from ..errors import at_user_line
+from ..recording import TRACES, current_trace
+from ..tensor import constant
 
-__all__ = ["set_seed", "get_seed", "uniform", "normal", "glorot_uniform"]
-
-DEFAULT_GRAPH_SEED = 87654321
-_MAXINT32 = 2 ** 31 - 1
-# TF's PhiloxRandomOp / RandomUniformIntOp reserve 256 blocks per output
-# element on every call of a (cached) kernel.
-_RESERVE_MULTIPLIER = 256
+DEFAULT_GRAPH_SEED = 87654321          # TF's seed when only an op seed is given
+_INT32_MAX = 2 ** 31 - 1
+# TF's Philox kernels reserve 256 blocks per output element at every call
+_BLOCKS_PER_ELEMENT = 256
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
+# Philox-4x32's multipliers and key increments, by Random123's names
 _PHILOX_M0 = np.uint64(0xD2511F53)
 _PHILOX_M1 = np.uint64(0xCD9E8D57)
 _PHILOX_W0 = 0x9E3779B9
 _PHILOX_W1 = 0xBB67AE85
 
-_SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64),
-                     np.dtype(np.int32), np.dtype(np.int64))
+_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
 
-# --------------------------------------------------------------------------
-# Global seed state (mirrors tensorflow/python/eager/context.py)
-# --------------------------------------------------------------------------
 class _SeedState:
+    """The global seed state, as TF's eager context keeps it."""
+
     def __init__(self):
         self.lock = threading.RLock()
-        self.global_seed = None       # None: nondeterministic (no set_seed)
-        self.op_rng = None            # random.Random(global_seed)
-        self.kernel_offsets = {}      # emulated eager kernel cache
-        self.entropy = None           # np.random.Generator, for unseeded ops
+        self.global_seed = None          # None: nondeterministic (no set_seed)
+        self.op_seeds = None             # random.Random(global_seed): the op seeds
+        self.kernel_offsets = {}         # TF's cached kernels: where each one's counter is
+        self.entropy = None              # a NumPy generator, for unseeded draws
 
 
 _STATE = _SeedState()
@@ -120,10 +65,12 @@ _STATE = _SeedState()
 def set_seed(seed):
     """Set the global random seed, like ``tf.random.set_seed``.
 
-    Resets the op-seed stream (``random.Random(seed)``) and the emulated
-    kernel cache, so the same sequence of random calls after ``set_seed(s)``
-    always returns the same values -- the values TensorFlow returns.
-    ``set_seed(None)`` goes back to nondeterministic behaviour.
+    Args:
+      seed: an integer, or None to go back to nondeterministic numbers.
+
+    Resets the stream of op seeds and the kernels' counters (TF clears its kernel cache),
+    so the same sequence of calls after ``set_seed(s)`` always returns the same values:
+    the values TensorFlow returns.
     """
     if seed is not None:
         if isinstance(seed, bool):
@@ -131,27 +78,29 @@ def set_seed(seed):
         try:
             seed = operator.index(seed)
         except TypeError:
-            arr = np.asarray(seed)
-            if arr.ndim != 0 or not np.issubdtype(arr.dtype, np.integer):
-                raise TypeError(
-                    "seed must be an integer or None, got %r" % (seed,))
-            seed = int(arr)
+            array = np.asarray(seed)
+            if array.ndim != 0 or not np.issubdtype(array.dtype, np.integer):
+                raise TypeError(at_user_line(
+                    f"set_seed: seed must be an integer or None, got {seed!r}")) from None
+            seed = int(array)
     with _STATE.lock:
         _STATE.global_seed = seed
-        _STATE.op_rng = _pyrandom.Random(seed)
+        _STATE.op_seeds = _pyrandom.Random(seed)
         _STATE.kernel_offsets.clear()
 
 
-def _truncate_seed(seed):
-    return seed % _MAXINT32
-
-
 def get_seed(op_seed=None):
-    """Return ``(seed, seed2)`` like ``tf.compat.v1.random.get_seed``.
+    """The seeds a random op runs with, like ``tf.compat.v1.random.get_seed``.
 
-    With a global seed set and ``op_seed=None`` this consumes one draw of the
-    op-seed stream (exactly as every TF random op does).  Returns
-    ``(None, None)`` when neither a global nor an op seed is set.
+    Args:
+      op_seed: the op's own seed, or None.
+
+    Returns:
+      ``(seed, seed2)``: the global seed and the op seed, each modulo 2**31 - 1 (``(0, 0)``
+      becomes ``(0, 2**31 - 1)``). With a global seed and no op seed, the op seed is the
+      next draw of ``randint(0, 2**31 - 1)`` from ``random.Random(global_seed)``, as every
+      TF random op draws it; with an op seed only, the global seed is
+      ``DEFAULT_GRAPH_SEED``; with neither, ``(None, None)``.
     """
     if op_seed is not None:
         op_seed = operator.index(op_seed)
@@ -159,72 +108,72 @@ def get_seed(op_seed=None):
         global_seed = _STATE.global_seed
         if global_seed is not None:
             if op_seed is None:
-                op_seed = _STATE.op_rng.randint(0, _MAXINT32)
-            seeds = _truncate_seed(global_seed), _truncate_seed(op_seed)
+                op_seed = _STATE.op_seeds.randint(0, _INT32_MAX)
+            seeds = global_seed % _INT32_MAX, op_seed % _INT32_MAX
         elif op_seed is not None:
-            seeds = DEFAULT_GRAPH_SEED, _truncate_seed(op_seed)
+            seeds = DEFAULT_GRAPH_SEED, op_seed % _INT32_MAX
         else:
             seeds = None, None
     if seeds == (0, 0):
-        return 0, _MAXINT32
+        return 0, _INT32_MAX
     return seeds
 
 
-def _philox_stream(op_kind, dtype, num_elements, seeds):
-    """Return ``(key, start_counter)`` for one call of a random op.
+def _philox_stream(kernel, dtype, count, seeds):
+    """Where a call of TF's ``kernel`` (for ``count`` values of ``dtype``) reads Philox.
 
-    ``seeds`` is the ``(seed, seed2)`` pair from ``get_seed``;
-    ``start_counter`` is the 128-bit Philox counter of the first block.
+    Returns ``(key, counter)``: the 64-bit key is ``seed``, the 128-bit counter of the
+    first block has ``seed2`` as its high words. TF caches an eager kernel by op and
+    attributes (the seeds among them), and a cached kernel's counter moves on by 256
+    blocks per element at every call: the same op seed twice gives two different
+    draws. That cache is kept here by kernel, dtype and seeds (an entry for each used,
+    as TF's), and cleared by ``set_seed``. Without seeds, key and counter come from OS
+    entropy (through NumPy's generator), as TF's do.
     """
     seed, seed2 = seeds
     if seed is None:
-        # Nondeterministic: fresh random 64-bit Philox seeds (TF: OS random).
         with _STATE.lock:
             if _STATE.entropy is None:
                 _STATE.entropy = np.random.default_rng()
-            words = _STATE.entropy.integers(0, 2 ** 64, size=2,
-                                            dtype=np.uint64)
+            words = _STATE.entropy.integers(0, 2 ** 64, size=2, dtype=np.uint64)
         seed, seed2 = int(words[0]), int(words[1])
-        if seed == 0 and seed2 == 0:  # TF would reseed; vanishingly rare
+        if seed == 0 and seed2 == 0:       # TF would draw again
             seed2 = 1
         return seed, seed2 << 64
-    cache_key = (op_kind, np.dtype(dtype).str, seed, seed2)
+    cache_key = (kernel, np.dtype(dtype).str, seed, seed2)
     with _STATE.lock:
         offset = _STATE.kernel_offsets.get(cache_key, 0)
-        _STATE.kernel_offsets[cache_key] = (
-            offset + num_elements * _RESERVE_MULTIPLIER) % (1 << 128)
+        _STATE.kernel_offsets[cache_key] = (offset + count * _BLOCKS_PER_ELEMENT) % (1 << 128)
     return seed, ((seed2 << 64) + offset) % (1 << 128)
 
 
-# --------------------------------------------------------------------------
-# Philox-4x32-10, vectorised
-# --------------------------------------------------------------------------
-def _philox4x32(key, counter, n_blocks):
-    """Philox-4x32-10 outputs for ``n_blocks`` consecutive counters.
+# -- the generator -----------------------------------------------------------------------
 
-    key: 64-bit int (key words ``key & 0xffffffff``, ``key >> 32``).
-    counter: 128-bit int, counter of the first block (words little-endian).
-    Returns a uint32 array of shape ``(n_blocks, 4)``.
+def _philox4x32(key, counter, n_blocks):
+    """Philox-4x32-10 for ``n_blocks`` consecutive counters.
+
+    ``key`` is a 64-bit int (its words ``key & 0xffffffff``, ``key >> 32``), ``counter``
+    the 128-bit counter of the first block (words little-endian). Returns a uint32 array
+    ``(n_blocks, 4)``: the four words of each block. All blocks are computed at once in
+    uint64 lanes, where a 32-bit product is exact.
     """
     n_blocks = int(n_blocks)
     if n_blocks <= 0:
         return np.zeros((0, 4), dtype=np.uint32)
     counter %= 1 << 128
-    idx = np.arange(n_blocks, dtype=np.uint64)
-    lo = idx + np.uint64(counter & 0xFFFFFFFFFFFFFFFF)   # wraps mod 2**64
-    hi = np.full(n_blocks, counter >> 64, dtype=np.uint64)
-    hi += (lo < idx).astype(np.uint64)                   # carry
-    c0 = lo & _MASK32
-    c1 = lo >> _SHIFT32
-    c2 = hi & _MASK32
-    c3 = hi >> _SHIFT32
-    del idx, lo, hi
+    index = np.arange(n_blocks, dtype=np.uint64)
+    low = index + np.uint64(counter & 0xFFFFFFFFFFFFFFFF)     # wraps mod 2**64
+    high = np.full(n_blocks, counter >> 64, dtype=np.uint64)
+    high += (low < index).astype(np.uint64)                  # the carry
+    c0, c1 = low & _MASK32, low >> _SHIFT32
+    c2, c3 = high & _MASK32, high >> _SHIFT32
+    del index, low, high                                     # (large draws: memory)
     k0 = key & 0xFFFFFFFF
     k1 = (key >> 32) & 0xFFFFFFFF
     for _ in range(10):
-        p0 = c0 * _PHILOX_M0            # < 2**64: exact
+        p0 = c0 * _PHILOX_M0
         p1 = c2 * _PHILOX_M1
-        # result = [hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0]
+        # the round: [hi(p1) ^ c1 ^ k0, lo(p1), hi(p0) ^ c3 ^ k1, lo(p0)], in place
         c1 ^= p1 >> _SHIFT32
         c1 ^= np.uint64(k0)
         c3 ^= p0 >> _SHIFT32
@@ -235,57 +184,63 @@ def _philox4x32(key, counter, n_blocks):
         k0 = (k0 + _PHILOX_W0) & 0xFFFFFFFF
         k1 = (k1 + _PHILOX_W1) & 0xFFFFFFFF
     out = np.empty((n_blocks, 4), dtype=np.uint32)
-    out[:, 0] = c0
-    out[:, 1] = c1
-    out[:, 2] = c2
-    out[:, 3] = c3
+    out[:, 0], out[:, 1], out[:, 2], out[:, 3] = c0, c1, c2, c3
     return out
 
 
+def _words(key, counter, count, width):
+    """The words of ``count`` values of ``width`` words each, taken from consecutive
+    blocks in order: an array ``(count,)`` for one word a value, else ``(count, width)``."""
+    blocks = _philox4x32(key, counter, (count * width + 3) // 4)
+    if width == 1:
+        return blocks.reshape(-1)[:count]
+    return blocks.reshape(-1, width)[:count]
+
+
 def _uint32_to_float(x):
-    """TF's Uint32ToFloat: 23 random mantissa bits -> float32 in [0, 1)."""
+    """TF's ``Uint32ToFloat``: float32 in [0, 1) from the 23 low bits of each word."""
     bits = (x & np.uint32(0x7FFFFF)) | np.uint32(0x3F800000)
     return bits.view(np.float32) - np.float32(1.0)
 
 
 def _uint64_to_double(x0, x1):
-    """TF's Uint64ToDouble: 52 mantissa bits (20 from x0, 32 from x1)."""
-    man = ((x0.astype(np.uint64) & np.uint64(0xFFFFF)) << _SHIFT32) \
-        | x1.astype(np.uint64)
-    bits = man | np.uint64(1023 << 52)
+    """TF's ``Uint64ToDouble``: float64 in [0, 1) from 52 bits, 20 of ``x0`` and 32 of ``x1``."""
+    mantissa = ((x0.astype(np.uint64) & np.uint64(0xFFFFF)) << _SHIFT32) | x1.astype(np.uint64)
+    bits = mantissa | np.uint64(1023 << 52)
     return bits.view(np.float64) - 1.0
 
 
-# --------------------------------------------------------------------------
-# glibc (>= 2.28) logf and sincosf, transcribed to NumPy float64.
-# TF's float32 Box-Muller calls these; they are not correctly rounded, so
-# np.log / np.sin / np.cos would differ from TF in ~1% of the outputs.
-# Source: sysdeps/ieee754/flt-32/{e_logf.c,e_logf_data.c,s_sincosf.c,
-# s_sincosf.h,sincosf_poly.h,s_sincosf_data.c} (no TOINT_INTRINSICS, x86_64).
-# --------------------------------------------------------------------------
-_hx = float.fromhex
-_LOGF_INVC = np.array([_hx(s) for s in (
+# -- glibc's logf and sincosf ------------------------------------------------------------
+# TF's float32 Box-Muller calls the C library's logf and sincosf, which are not correctly
+# rounded: np.log, np.sin and np.cos would give other last bits for some values. These are
+# glibc's (2.28 and later) algorithms, table and polynomials in float64, transcribed from
+# sysdeps/ieee754/flt-32/{e_logf.c, e_logf_data.c, s_sincosf.c, s_sincosf.h,
+# sincosf_poly.h, s_sincosf_data.c} (x86_64: no TOINT_INTRINSICS). TF on macOS or Windows
+# uses another C library, whose float32 normals these do not reproduce.
+
+_hex = float.fromhex
+_LOGF_INVC = np.array([_hex(s) for s in (
     "0x1.661ec79f8f3bep+0", "0x1.571ed4aaf883dp+0", "0x1.49539f0f010bp+0",
     "0x1.3c995b0b80385p+0", "0x1.30d190c8864a5p+0", "0x1.25e227b0b8eap+0",
     "0x1.1bb4a4a1a343fp+0", "0x1.12358f08ae5bap+0", "0x1.0953f419900a7p+0",
     "0x1p+0", "0x1.e608cfd9a47acp-1", "0x1.ca4b31f026aap-1",
     "0x1.b2036576afce6p-1", "0x1.9c2d163a1aa2dp-1", "0x1.886e6037841edp-1",
     "0x1.767dcf5534862p-1")])
-_LOGF_LOGC = np.array([_hx(s) for s in (
+_LOGF_LOGC = np.array([_hex(s) for s in (
     "-0x1.57bf7808caadep-2", "-0x1.2bef0a7c06ddbp-2", "-0x1.01eae7f513a67p-2",
     "-0x1.b31d8a68224e9p-3", "-0x1.6574f0ac07758p-3", "-0x1.1aa2bc79c81p-3",
     "-0x1.a4e76ce8c0e5ep-4", "-0x1.1973c5a611cccp-4", "-0x1.252f438e10c1ep-5",
     "0x0p+0", "0x1.aa5aa5df25984p-5", "0x1.c5e53aa362eb4p-4",
     "0x1.526e57720db08p-3", "0x1.bc2860d22477p-3", "0x1.1058bc8a07ee1p-2",
     "0x1.4043057b6ee09p-2")])
-_LOGF_LN2 = _hx("0x1.62e42fefa39efp-1")
-_LOGF_A0 = _hx("-0x1.00ea348b88334p-2")
-_LOGF_A1 = _hx("0x1.5575b0be00b6ap-2")
-_LOGF_A2 = _hx("-0x1.ffffef20a4123p-2")
+_LOGF_LN2 = _hex("0x1.62e42fefa39efp-1")
+_LOGF_A0 = _hex("-0x1.00ea348b88334p-2")
+_LOGF_A1 = _hex("0x1.5575b0be00b6ap-2")
+_LOGF_A2 = _hex("-0x1.ffffef20a4123p-2")
 
 
 def _glibc_logf(x):
-    """glibc logf for finite, normal, positive float32 ``x`` (array)."""
+    """glibc's ``logf`` of finite, normal, positive float32 values (an array)."""
     ix = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     tmp = ix - np.uint32(0x3F330000)
     i = (tmp >> np.uint32(19)) & np.uint32(15)
@@ -301,47 +256,47 @@ def _glibc_logf(x):
     return y.astype(np.float32)
 
 
-_SC_HPI_INV = _hx("0x1.45F306DC9C883p+23")   # 2/pi * 2**24
-_SC_HPI = _hx("0x1.921FB54442D18p0")          # pi/2
-_SC_C = (1.0, _hx("-0x1.ffffffd0c621cp-2"), _hx("0x1.55553e1068f19p-5"),
-         _hx("-0x1.6c087e89a359dp-10"), _hx("0x1.99343027bf8c3p-16"))
-_SC_S1 = _hx("-0x1.555545995a603p-3")
-_SC_S2 = _hx("0x1.1107605230bc4p-7")
-_SC_S3 = _hx("-0x1.994eb3774cf24p-13")
+_SINCOSF_HPI_INV = _hex("0x1.45F306DC9C883p+23")     # 2/pi * 2**24
+_SINCOSF_HPI = _hex("0x1.921FB54442D18p0")            # pi/2
+_SINCOSF_C = (1.0, _hex("-0x1.ffffffd0c621cp-2"), _hex("0x1.55553e1068f19p-5"),
+              _hex("-0x1.6c087e89a359dp-10"), _hex("0x1.99343027bf8c3p-16"))
+_SINCOSF_S1 = _hex("-0x1.555545995a603p-3")
+_SINCOSF_S2 = _hex("0x1.1107605230bc4p-7")
+_SINCOSF_S3 = _hex("-0x1.994eb3774cf24p-13")
 
 
 def _abstop12(x):
-    return (np.asarray(x, dtype=np.float32).view(np.uint32)
-            >> np.uint32(20)) & np.uint32(0x7FF)
+    """glibc's ``abstop12``: the top 12 bits of a float32's magnitude, as glibc compares them."""
+    return (np.asarray(x, dtype=np.float32).view(np.uint32) >> np.uint32(20)) & np.uint32(0x7FF)
 
 
-_TOP12_PIO4 = int(_abstop12(np.float32(_hx("0x1.921FB54442D18p-1"))))
+_TOP12_PIO4 = int(_abstop12(np.float32(_hex("0x1.921FB54442D18p-1"))))
 _TOP12_TINY = int(_abstop12(np.float32(2.0 ** -12)))
 
 
 def _glibc_sincosf(y):
-    """glibc sincosf for float32 ``y`` with 0 <= y < 120 (array)."""
+    """glibc's ``sincosf`` of float32 values with 0 <= y < 120 (an array): ``(sin, cos)``."""
     y = np.ascontiguousarray(y, dtype=np.float32)
     x = y.astype(np.float64)
     top = _abstop12(y)
     small = top < _TOP12_PIO4
-    # reduce_fast (non-TOINT_INTRINSICS variant)
-    n = ((x * _SC_HPI_INV).astype(np.int32) + np.int32(0x800000)) >> 24
+    # glibc's reduce_fast: n quarter turns, without TOINT_INTRINSICS
+    n = ((x * _SINCOSF_HPI_INV).astype(np.int32) + np.int32(0x800000)) >> 24
     n[small] = 0
-    xr = x - n * _SC_HPI
-    xs = np.where((n & 3) == 1, -xr, xr)      # sign = {1, -1, -1, 1}[n & 3]
+    xr = x - n * _SINCOSF_HPI
+    xs = np.where((n & 3) == 1, -xr, xr)      # the sign of sin: {1, -1, -1, 1}[n & 3]
     xs = np.where((n & 3) == 2, -xr, xs)
-    csign = np.where((n & 2) != 0, -1.0, 1.0)  # table 1 negates cos poly
+    csign = np.where((n & 2) != 0, -1.0, 1.0)  # glibc's second table negates cos's polynomial
     x2 = xr * xr
     x4 = x2 * x2
     x3 = x2 * xs
-    c2 = _SC_C[3] * csign + x2 * (_SC_C[4] * csign)
-    s1 = _SC_S2 + x2 * _SC_S3
-    c1 = _SC_C[0] * csign + x2 * (_SC_C[1] * csign)
+    c2 = _SINCOSF_C[3] * csign + x2 * (_SINCOSF_C[4] * csign)
+    s1 = _SINCOSF_S2 + x2 * _SINCOSF_S3
+    c1 = _SINCOSF_C[0] * csign + x2 * (_SINCOSF_C[1] * csign)
     x5 = x3 * x2
     x6 = x4 * x2
-    s = xs + x3 * _SC_S1
-    c = c1 + x4 * (_SC_C[2] * csign)
+    s = xs + x3 * _SINCOSF_S1
+    c = c1 + x4 * (_SINCOSF_C[2] * csign)
     s_out = (s + x5 * s1).astype(np.float32)
     c_out = (c + x6 * c2).astype(np.float32)
     odd = (n & 1) != 0
@@ -354,268 +309,261 @@ def _glibc_sincosf(y):
     return sin, cos
 
 
-# --------------------------------------------------------------------------
-# Argument handling
-# --------------------------------------------------------------------------
-def _as_shape(shape):
+# -- arguments ---------------------------------------------------------------------------
+
+def _as_shape(op, shape):
+    """``shape`` (an int, a sequence of ints, or a 1-D integer array or tensor) as a tuple
+    of non-negative ints."""
     if hasattr(shape, "numpy") and callable(shape.numpy):
         shape = shape.numpy()
+    message = f"{op}: shape must be an int or a sequence of non-negative ints, got {shape!r}"
     if isinstance(shape, np.ndarray):
-        if shape.ndim > 1 or (shape.size and
-                              not np.issubdtype(shape.dtype, np.integer)):
-            raise ValueError("shape must be an int or a 1-D sequence of "
-                             "ints, got %r" % (shape,))
+        if shape.ndim > 1 or (shape.size and not np.issubdtype(shape.dtype, np.integer)):
+            raise ValueError(at_user_line(message))
         shape = shape.tolist()
-    if isinstance(shape, (list, tuple)):
-        dims = []
-        for d in shape:
-            if isinstance(d, (bool, np.bool_)) or isinstance(
-                    d, (float, np.floating)):
-                raise ValueError("shape entries must be ints, got %r"
-                                 % (shape,))
-            try:
-                dims.append(operator.index(d))
-            except TypeError:
-                raise ValueError("shape entries must be ints, got %r"
-                                 % (shape,)) from None
-        shape = tuple(dims)
-    else:
-        if isinstance(shape, (bool, np.bool_)):
-            raise ValueError("shape must be an int or a tuple of ints")
-        try:
-            shape = (operator.index(shape),)
-        except TypeError:
-            raise ValueError("shape must be an int or a tuple of ints, "
-                             "got %r" % (shape,)) from None
-    if any(d < 0 for d in shape):
-        raise ValueError("shape dimensions must be non-negative, got %r"
-                         % (shape,))
-    return shape
+    dims = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    if any(isinstance(d, (bool, np.bool_)) for d in dims):    # ints to operator.index
+        raise ValueError(at_user_line(message))
+    try:
+        dims = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise ValueError(at_user_line(message)) from None
+    if any(d < 0 for d in dims):
+        raise ValueError(at_user_line(message))
+    return dims
 
 
-def _as_dtype(dtype):
+def _as_dtype(op, dtype):
+    """``dtype`` (None for float32, a NumPy dtype or a TF-like dtype object) as a NumPy
+    dtype of those TF's random ops have: float32, float64, int32 and int64."""
     if dtype is None:
         return np.dtype(np.float32)
-    for attr in ("as_numpy_dtype", "np_dtype", "numpy_dtype"):
-        if hasattr(dtype, attr):
-            dtype = getattr(dtype, attr)
+    for attribute in ("as_numpy_dtype", "np_dtype", "numpy_dtype"):
+        if hasattr(dtype, attribute):
+            dtype = getattr(dtype, attribute)
             break
     try:
-        dt = np.dtype(dtype)
+        result = np.dtype(dtype)
     except TypeError:
-        raise ValueError("invalid dtype %r" % (dtype,)) from None
-    if dt not in _SUPPORTED_DTYPES:
-        raise ValueError(
-            "dtype %s is not supported; accepted dtypes are float32, "
-            "float64, int32 and int64" % (dt,))
-    return dt
+        raise ValueError(at_user_line(f"{op}: invalid dtype {dtype!r}")) from None
+    if result not in _DTYPES:
+        raise ValueError(at_user_line(f"{op}: dtype {result} is not supported; accepted "
+                                      "dtypes are float32, float64, int32 and int64"))
+    return result
 
 
-def _as_value(v, dt, name):
-    """minval/maxval/mean/stddev -> NumPy value of dtype ``dt``."""
-    if hasattr(v, "numpy") and callable(v.numpy):
-        v = v.numpy()
-    arr = np.asarray(v)
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise TypeError("%s must be numeric, got %r" % (name, v))
-    if dt.kind == "i":
-        if arr.ndim != 0:
-            raise ValueError("%s must be a scalar for integer dtypes" % name)
-        if arr.dtype.kind == "f":
-            raise TypeError("%s must be an integer for dtype %s, got %r"
-                            % (name, dt, v))
-        iv = int(arr)
-        info = np.iinfo(dt)
-        if not info.min <= iv <= info.max:
-            raise ValueError("%s=%d out of range for %s" % (name, iv, dt))
-        return iv
-    if not np.all(np.isfinite(arr.astype(np.float64))):
-        raise ValueError("%s must be finite, got %r" % (name, v))
-    return arr.astype(dt)
+def _as_value(op, name, value, dtype):
+    """A bound or a moment (``minval``, ``mean``, ...) in ``dtype``: a Python int for integer
+    dtypes (checked in range), else a finite NumPy value or array."""
+    if hasattr(value, "numpy") and callable(value.numpy):
+        value = value.numpy()
+    array = np.asarray(value)
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(at_user_line(f"{op}: {name} must be numeric, got {value!r}"))
+    if dtype.kind == "i":
+        if array.ndim != 0:
+            raise ValueError(at_user_line(f"{op}: {name} must be a scalar for dtype {dtype}"))
+        if array.dtype.kind == "f":
+            raise TypeError(at_user_line(
+                f"{op}: {name} must be an integer for dtype {dtype}, got {value!r}"))
+        number = int(array)
+        info = np.iinfo(dtype)
+        if not info.min <= number <= info.max:
+            raise ValueError(at_user_line(f"{op}: {name}={number} is out of range for {dtype}"))
+        return number
+    if not np.all(np.isfinite(array.astype(np.float64))):
+        raise ValueError(at_user_line(f"{op}: {name} must be finite, got {value!r}"))
+    return array.astype(dtype)
 
 
-def _n_elements(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+# -- the distributions, as NumPy arrays --------------------------------------------------
 
-
-# --------------------------------------------------------------------------
-# NumPy-array implementations
-# --------------------------------------------------------------------------
-def _uniform_array(shape, minval=0, maxval=None, dtype=np.float32,
-                   seed=None):
+def _uniform_array(shape, minval=0, maxval=None, dtype=np.float32, seed=None):
     """``tf.random.uniform`` as a NumPy array (see ``uniform``)."""
-    shape = _as_shape(shape)
-    dt = _as_dtype(dtype)
-    n = _n_elements(shape)
-    if dt.kind == "i":
-        if maxval is None:
-            raise ValueError("Must specify maxval for integer dtype %s" % dt)
-        lo = _as_value(minval, dt, "minval")
-        hi = _as_value(maxval, dt, "maxval")
-        # TF draws the op seed before its kernel rejects bad bounds.
-        seeds = get_seed(seed)
-        if n > 0 and not lo < hi:
-            raise ValueError("Need minval < maxval for integer dtypes, got "
-                             "minval=%d, maxval=%d" % (lo, hi))
-        key, counter = _philox_stream("RandomUniformInt", dt, n, seeds)
-        if n == 0:
-            return np.zeros(shape, dtype=dt)
-        rng = hi - lo                                  # fits the unsigned type
-        if dt == np.int32:
-            words = _philox4x32(key, counter, (n + 3) // 4).reshape(-1)[:n]
-            off = words.astype(np.int64) % rng         # unsigned 32-bit modulo
-            return (off + lo).astype(np.int32).reshape(shape)
-        words = _philox4x32(key, counter, (n + 1) // 2).reshape(-1, 2)[:n]
-        bits = words[:, 0].astype(np.uint64) | \
-            (words[:, 1].astype(np.uint64) << _SHIFT32)
-        off = bits % np.uint64(rng)
-        out = off + np.uint64(lo % (1 << 64))          # wraps mod 2**64
-        return out.view(np.int64).reshape(shape)
+    shape = _as_shape("uniform", shape)
+    dtype = _as_dtype("uniform", dtype)
+    if dtype.kind == "i":
+        return _uniform_int(shape, minval, maxval, dtype, seed)
+    return _uniform_float(shape, minval, maxval, dtype, seed)
 
+
+def _uniform_int(shape, minval, maxval, dtype, seed):
+    """TF's ``RandomUniformInt``: ``minval + x % (maxval - minval)`` in unsigned arithmetic,
+    x one word a value for int32, two (low word first) for int64."""
+    if maxval is None:
+        raise ValueError(at_user_line(f"uniform: maxval is required for dtype {dtype}"))
+    low = _as_value("uniform", "minval", minval, dtype)
+    high = _as_value("uniform", "maxval", maxval, dtype)
+    count = math.prod(shape)
+    seeds = get_seed(seed)                  # TF draws the op seed before it checks the bounds
+    if count > 0 and not low < high:
+        raise ValueError(at_user_line(f"uniform: minval must be below maxval for dtype "
+                                      f"{dtype}, got minval={low}, maxval={high}"))
+    key, counter = _philox_stream("RandomUniformInt", dtype, count, seeds)
+    if count == 0:
+        return np.zeros(shape, dtype=dtype)
+    span = high - low                       # fits the unsigned type
+    if dtype == np.int32:
+        words = _words(key, counter, count, 1)
+        offset = words.astype(np.int64) % span
+        return (offset + low).astype(np.int32).reshape(shape)
+    words = _words(key, counter, count, 2)
+    bits = words[:, 0].astype(np.uint64) | (words[:, 1].astype(np.uint64) << _SHIFT32)
+    values = bits % np.uint64(span) + np.uint64(low % (1 << 64))      # wraps mod 2**64
+    return values.view(np.int64).reshape(shape)
+
+
+def _uniform_float(shape, minval, maxval, dtype, seed):
+    """TF's ``RandomUniform`` (one word a float32, two a float64), then scaled and shifted
+    in ``dtype`` as ``random_ops.py`` does."""
     if maxval is None:
         maxval = 1
-    # random_ops.py skips the affine transform for Python-int 0 / 1 bounds.
+    # as random_ops.py: r * maxval where minval is the Python int 0, r itself where
+    # maxval is the Python int 1 too, else r * (maxval - minval) + minval
     minval_is_zero = isinstance(minval, int) and minval == 0
     maxval_is_one = isinstance(maxval, int) and maxval == 1
-    lo = _as_value(minval, dt, "minval")
-    hi = _as_value(maxval, dt, "maxval")
-    key, counter = _philox_stream("RandomUniform", dt, n, get_seed(seed))
-    if dt == np.float32:
-        words = _philox4x32(key, counter, (n + 3) // 4).reshape(-1)[:n]
-        rnd = _uint32_to_float(words)
+    low = _as_value("uniform", "minval", minval, dtype)
+    high = _as_value("uniform", "maxval", maxval, dtype)
+    count = math.prod(shape)
+    key, counter = _philox_stream("RandomUniform", dtype, count, get_seed(seed))
+    if dtype == np.float32:
+        unit = _uint32_to_float(_words(key, counter, count, 1))
     else:
-        words = _philox4x32(key, counter, (n + 1) // 2).reshape(-1, 2)[:n]
-        rnd = _uint64_to_double(words[:, 0], words[:, 1])
-    rnd = rnd.reshape(shape)
+        words = _words(key, counter, count, 2)
+        unit = _uint64_to_double(words[:, 0], words[:, 1])
+    unit = unit.reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        if minval_is_zero:
-            if not maxval_is_one:
-                rnd = rnd * hi
-        else:
-            rnd = rnd * (hi - lo) + lo
-    return np.asarray(rnd, dtype=dt)
+        if not minval_is_zero:
+            unit = unit * (high - low) + low
+        elif not maxval_is_one:
+            unit = unit * high
+    return np.asarray(unit, dtype=dtype)
 
 
-def _standard_normal_flat(dt, n, key, counter):
-    if dt == np.float32:
-        words = _philox4x32(key, counter, (n + 3) // 4).reshape(-1, 2)
-        words = words[:(n + 1) // 2]
-        u1 = np.maximum(_uint32_to_float(words[:, 0]), np.float32(1e-7))
-        v1 = (2.0 * math.pi
-              * _uint32_to_float(words[:, 1]).astype(np.float64)
+def _standard_normal(dtype, count, key, counter):
+    """``count`` standard normal values: TF's Box-Muller, two values from each pair of
+    uniforms ``u1 = max(U, 1e-7)``, ``v1 = 2 pi U``: ``sin(v1) r`` and ``cos(v1) r`` with
+    ``r = sqrt(-2 log(u1))``. float32 takes a word per uniform and computes in float32 with
+    glibc's functions; float64 takes two words per uniform (a whole block per pair) and
+    NumPy's functions, glibc's where NumPy calls the C library (a NumPy build with SIMD
+    routines of its own may differ from TF in the last bit, rarely)."""
+    if dtype == np.float32:
+        pairs = _words(key, counter, (count + 1) // 2, 2)
+        u1 = np.maximum(_uint32_to_float(pairs[:, 0]), np.float32(1e-7))
+        v1 = (2.0 * math.pi * _uint32_to_float(pairs[:, 1]).astype(np.float64)
               ).astype(np.float32)
-        r = np.sqrt(np.float32(-2.0) * _glibc_logf(u1))
-        s, c = _glibc_sincosf(v1)
-        out = np.empty((len(words), 2), dtype=np.float32)
-        out[:, 0] = s * r
-        out[:, 1] = c * r
-        return out.reshape(-1)[:n]
-    words = _philox4x32(key, counter, (n + 1) // 2)
-    u1 = np.maximum(_uint64_to_double(words[:, 0], words[:, 1]), 1e-7)
-    v1 = 2.0 * math.pi * _uint64_to_double(words[:, 2], words[:, 3])
-    r = np.sqrt(-2.0 * np.log(u1))
-    out = np.empty((len(words), 2), dtype=np.float64)
-    out[:, 0] = np.sin(v1) * r
-    out[:, 1] = np.cos(v1) * r
-    return out.reshape(-1)[:n]
+        radius = np.sqrt(np.float32(-2.0) * _glibc_logf(u1))
+        sin, cos = _glibc_sincosf(v1)
+    else:
+        blocks = _philox4x32(key, counter, (count + 1) // 2)
+        u1 = np.maximum(_uint64_to_double(blocks[:, 0], blocks[:, 1]), 1e-7)
+        v1 = 2.0 * math.pi * _uint64_to_double(blocks[:, 2], blocks[:, 3])
+        radius = np.sqrt(-2.0 * np.log(u1))
+        sin, cos = np.sin(v1), np.cos(v1)
+    return np.stack([sin * radius, cos * radius], axis=1).reshape(-1)[:count]
 
 
 def _normal_array(shape, mean=0.0, stddev=1.0, dtype=np.float32, seed=None):
     """``tf.random.normal`` as a NumPy array (see ``normal``)."""
-    shape = _as_shape(shape)
-    dt = _as_dtype(dtype)
-    if dt.kind != "f":
-        raise ValueError("normal supports float32 and float64 only, got %s"
-                         % dt)
-    mean = _as_value(mean, dt, "mean")
-    stddev = _as_value(stddev, dt, "stddev")
-    n = _n_elements(shape)
-    key, counter = _philox_stream("RandomStandardNormal", dt, n,
-                                  get_seed(seed))
-    rnd = _standard_normal_flat(dt, n, key, counter).reshape(shape)
+    shape = _as_shape("normal", shape)
+    dtype = _as_dtype("normal", dtype)
+    if dtype.kind != "f":
+        raise ValueError(at_user_line(f"normal: dtype {dtype} is not supported; accepted "
+                                      "dtypes are float32 and float64"))
+    mean = _as_value("normal", "mean", mean, dtype)
+    stddev = _as_value("normal", "stddev", stddev, dtype)
+    count = math.prod(shape)
+    key, counter = _philox_stream("RandomStandardNormal", dtype, count, get_seed(seed))
+    values = _standard_normal(dtype, count, key, counter).reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        out = rnd * stddev + mean
-    return np.asarray(out, dtype=dt)
+        values = values * stddev + mean
+    return np.asarray(values, dtype=dtype)
 
 
-def _compute_fans(shape):
-    """Keras ``_compute_fans``: (fan_in, fan_out) of a weight shape."""
+def _fans(shape):
+    """Keras's ``_compute_fans``: ``(fan_in, fan_out)`` of a weight of ``shape``."""
     if len(shape) < 1:
         return 1, 1
     if len(shape) == 1:
         return shape[0], shape[0]
     if len(shape) == 2:
         return shape[0], shape[1]
-    receptive = 1
-    for d in shape[:-2]:
-        receptive *= d
+    receptive = math.prod(shape[:-2])
     return shape[-2] * receptive, shape[-1] * receptive
 
 
 def _glorot_uniform_array(shape, dtype=np.float32, seed=None):
-    """Keras-2 ``GlorotUniform()(shape)`` as a NumPy array."""
-    shape = _as_shape(shape)
-    dt = _as_dtype(dtype)
-    if dt.kind != "f":
-        raise ValueError("glorot_uniform supports float32 and float64 only, "
-                         "got %s" % dt)
-    fan_in, fan_out = _compute_fans(shape)
-    # keras VarianceScaling(scale=1, mode="fan_avg", distribution="uniform")
+    """Keras 2's ``GlorotUniform()(shape)`` as a NumPy array (see ``glorot_uniform``)."""
+    shape = _as_shape("glorot_uniform", shape)
+    dtype = _as_dtype("glorot_uniform", dtype)
+    if dtype.kind != "f":
+        raise ValueError(at_user_line(f"glorot_uniform: dtype {dtype} is not supported; "
+                                      "accepted dtypes are float32 and float64"))
+    fan_in, fan_out = _fans(shape)
+    # Keras's VarianceScaling(scale=1, mode="fan_avg", distribution="uniform")
     scale = 1.0 / max(1.0, (fan_in + fan_out) / 2.0)
     limit = math.sqrt(3.0 * scale)
-    return _uniform_array(shape, -limit, limit, dtype=dt, seed=seed)
+    return _uniform_array(shape, -limit, limit, dtype=dtype, seed=seed)
 
 
-# --------------------------------------------------------------------------
-# Public API (returns jittape Tensors)
-# --------------------------------------------------------------------------
-def _to_tensor(arr):
-    from ..tensor import constant  # lazy: tensor.py imports may import us
-    return constant(arr)
-
+# -- the public functions ----------------------------------------------------------------
 
 def _drawn(make, *args):
     """``make(*args)`` as a tensor. In a function being compiled the draw is an input of
-    the compiled code that is drawn anew, with these arguments, at every call (a
-    constant would repeat the first draw forever): the generator advances as it does
-    eagerly, so a seed gives the same sequence of values compiled and eager."""
+    the compiled code, drawn anew with these arguments at every call (a constant would
+    repeat the first draw forever): the generator advances as it does eagerly."""
     value = make(*args)
-    if core.TRACES:
-        trace = core.current_trace()
+    if TRACES:
+        trace = current_trace()
         if trace is not None:
             return trace.random_input(lambda: make(*args), value)
-    return _to_tensor(value)
+    return constant(value)
 
 
 def uniform(shape, minval=0, maxval=None, dtype=np.float32, seed=None):
     """Uniform random values in ``[minval, maxval)``, like ``tf.random.uniform``.
 
-    shape: int or tuple/list of ints.  dtype: float32 (default), float64,
-    int32 or int64.  ``maxval=None`` means 1 for floats; integer dtypes
-    require ``maxval`` (ValueError otherwise) and ``minval < maxval``.
-    Float ``minval``/``maxval`` may be arrays broadcastable to ``shape``.
-    seed: optional op-level seed with TF eager semantics (repeated calls with
-    the same seed continue the same stream; reset by ``set_seed``).
-    Consumes one op seed from the ``set_seed`` stream when ``seed`` is None.
+    Args:
+      shape: an int or a sequence of ints.
+      minval, maxval: the bounds; ``maxval=None`` means 1 for floats, and integer dtypes
+        require it, above ``minval``. Float bounds may be arrays broadcastable to ``shape``.
+      dtype: float32 (the default), float64, int32 or int64.
+      seed: an op seed, as TF's eager ops take it: calls with the same seed continue one
+        stream, until ``set_seed``. Without it the call takes the next op seed of the
+        ``set_seed`` stream.
+
+    Returns:
+      A tensor of ``shape`` and ``dtype``.
     """
     return _drawn(_uniform_array, shape, minval, maxval, dtype, seed)
 
 
 def normal(shape, mean=0.0, stddev=1.0, dtype=np.float32, seed=None):
-    """Normal random values, like ``tf.random.normal`` (float32/float64)."""
+    """Normal random values, like ``tf.random.normal``.
+
+    Args:
+      shape: an int or a sequence of ints.
+      mean, stddev: the distribution's, scalars or arrays broadcastable to ``shape``.
+      dtype: float32 (the default) or float64.
+      seed: an op seed, as for ``uniform``.
+
+    Returns:
+      A tensor of ``shape`` and ``dtype``.
+    """
     return _drawn(_normal_array, shape, mean, stddev, dtype, seed)
 
 
 def glorot_uniform(shape, dtype=np.float32, seed=None):
-    """Glorot/Xavier uniform initializer, like Keras 2's ``GlorotUniform()``.
+    """Glorot (Xavier) uniform weights, like Keras 2's ``GlorotUniform()``: what an unseeded
+    Keras 2 ``Dense`` layer draws for its kernel.
 
-    Draws ``uniform(shape, -limit, limit)`` with
-    ``limit = sqrt(3 / max(1, (fan_in + fan_out) / 2))`` (= sqrt(6 / (fan_in +
-    fan_out))), consuming one op seed of the ``set_seed`` stream; this is what
-    an unseeded ``tf.keras`` (Keras 2) Dense layer does when it builds its
-    kernel.
+    Args:
+      shape: the weight's shape, an int or a sequence of ints.
+      dtype: float32 (the default) or float64.
+      seed: an op seed, as for ``uniform``.
+
+    Returns:
+      ``uniform(shape, -limit, limit)``, a tensor of ``shape`` and ``dtype``, with
+      ``limit = sqrt(3 / max(1, (fan_in + fan_out) / 2))`` (Keras's fans).
     """
     return _drawn(_glorot_uniform_array, shape, dtype, seed)
