@@ -18,6 +18,7 @@ from .creation import (  # noqa: F401
 from .elementwise import (  # noqa: F401
     abs,
     add,
+    arcsinh,
     arctan,
     cast,
     clip,
@@ -106,6 +107,7 @@ __all__ = [
     'abs',
     'add',
     'arange',
+    'arcsinh',
     'arctan',
     'broadcast_to',
     'cast',

@@ -175,6 +175,9 @@ tanh = elementwise("tanh", np.tanh, "np.tanh({0})", [lambda g, out, x: multiply(
                    save=OUTPUT, costly=True)
 arctan = elementwise("arctan", np.arctan, "np.arctan({0})", [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
                      save=INPUTS, costly=True)
+arcsinh = elementwise("arcsinh", np.arcsinh, "np.arcsinh({0})",
+                      [lambda g, out, x: divide(g, sqrt(add(multiply(x, x), 1)))],
+                      save=INPUTS, domain=(-3.0, 3.0), costly=True)
 
 # Numerically stable forms: no overflow for large |x|, finite gradients at +-100 and beyond.
 sigmoid = elementwise("sigmoid", np.exp, "sigmoid_{f}({0})", [
