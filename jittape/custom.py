@@ -116,71 +116,13 @@ def custom_gradient(f):
     return wrapper
 
 
-def _split(args, nondiff_argnums, where):
-    for i in nondiff_argnums:
-        if not -len(args) <= i < len(args):
-            raise ValueError(at_user_line(
-                f"{where}: nondiff_argnums holds {i}, but the function got {len(args)} arguments"))
-    fixed = {i % len(args) for i in nondiff_argnums}
-    return [a for i, a in enumerate(args) if i in fixed], fixed
+class _RuleFunction:
+    """A function with a rule of its own, JAX's way: the rule is given after
+    (``defvjp``/``defjvp``); ``nondiff_argnums`` name arguments the rule takes first and
+    that get no gradient."""
 
-
-class custom_vjp:
-    """A function with a reverse-mode rule of its own (JAX's ``jax.custom_vjp``).
-
-    ``f.defvjp(fwd, bwd)``: ``fwd(*args) -> (y, residuals)`` computes the value and what
-    the rule keeps; ``bwd(*nondiff_args, residuals, g) -> tuple`` gives one cotangent per
-    differentiated argument (None for none). ``y`` is one array.
-    """
-
-    def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
-        self.fwd = self.bwd = None
-        self._in_fwd = threading.local()     # fwd may call the function: then it is plain
-
-    def defvjp(self, fwd, bwd):
-        self.fwd, self.bwd = fwd, bwd
-        return self
-
-    def __call__(self, *args):
-        name = getattr(self.fun, "__name__", "function")
-        if self.fwd is None:
-            raise TypeError(at_user_line(
-                f"custom_vjp: {name} has no rule; call {name}.defvjp(fwd, bwd) first"))
-        if getattr(self._in_fwd, "active", False):
-            return self.fun(*args)
-        fixed_args, fixed = _split(args, self.nondiff_argnums, f"custom_vjp({name})")
-
-        def forward(*xs):
-            self._in_fwd.active = True
-            try:
-                y, residuals = self.fwd(*args)
-            finally:
-                self._in_fwd.active = False
-
-            def vjp_fn(g):
-                cts = self.bwd(*fixed_args, residuals, g)
-                cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
-                n_diff = len(args) - len(fixed)
-                if len(cts) != n_diff:
-                    raise ValueError(at_user_line(
-                        f"custom_vjp: the bwd rule of {name} returned {len(cts)} cotangents "
-                        f"for {n_diff} differentiated arguments"))
-                it = iter(cts)
-                return [None if i in fixed else next(it) for i in range(len(args))]
-            return y, vjp_fn
-        return _apply(name, "custom_vjp", args, forward)
-
-
-class custom_jvp:
-    """A function with a forward-mode rule of its own (JAX's ``jax.custom_jvp``).
-
-    ``f.defjvp(rule)``: ``rule(*nondiff_args, primals, tangents) -> (y, tangent_out)``
-    with ``primals`` and ``tangents`` tuples of the other arguments; ``tangent_out`` must be linear in the
-    tangents. Reverse mode (tapes, ``jt.grad``) transposes the rule (see the module).
-    """
+    kind = "custom"
+    how = "the rule"
 
     def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
@@ -188,20 +130,87 @@ class custom_jvp:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.rule = None
 
+    def _parts(self, args):
+        """(name, the nondiff arguments in order, the positions of the others)."""
+        name = getattr(self.fun, "__name__", "function")
+        if self.rule is None:
+            raise TypeError(at_user_line(
+                f"{self.kind}: {name} has no rule; call {name}.{self.how} first"))
+        for i in self.nondiff_argnums:
+            if not -len(args) <= i < len(args):
+                raise ValueError(at_user_line(
+                    f"{self.kind}({name}): nondiff_argnums holds {i}, but the function got "
+                    f"{len(args)} arguments"))
+        fixed = sorted({i % len(args) for i in self.nondiff_argnums})
+        return name, [args[i] for i in fixed], [i for i in range(len(args)) if i not in fixed]
+
+
+class custom_vjp(_RuleFunction):
+    """A function with a reverse-mode rule of its own (JAX's ``jax.custom_vjp``).
+
+    ``f.defvjp(fwd, bwd)``: ``fwd(*args) -> (y, residuals)`` computes the value and what
+    the rule keeps; ``bwd(*nondiff_args, residuals, g) -> tuple`` gives one cotangent per
+    differentiated argument (None for none). ``y`` is one array.
+    """
+
+    kind = "custom_vjp"
+    how = "defvjp(fwd, bwd)"
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self._in_fwd = threading.local()     # fwd may call the function: then it is plain
+
+    def defvjp(self, fwd, bwd):
+        self.rule = (fwd, bwd)
+        return self
+
+    def __call__(self, *args):
+        if getattr(self._in_fwd, "active", False):
+            return self.fun(*args)
+        name, fixed_args, diff = self._parts(args)
+        fwd, bwd = self.rule
+
+        def forward(*xs):
+            self._in_fwd.active = True
+            try:
+                y, residuals = fwd(*args)
+            finally:
+                self._in_fwd.active = False
+
+            def vjp_fn(g):
+                cts = bwd(*fixed_args, residuals, g)
+                cts = list(cts) if isinstance(cts, (list, tuple)) else [cts]
+                if len(cts) != len(diff):
+                    raise ValueError(at_user_line(
+                        f"custom_vjp: the bwd rule of {name} returned {len(cts)} cotangents "
+                        f"for {len(diff)} differentiated arguments"))
+                out = [None] * len(args)
+                for i, ct in zip(diff, cts):
+                    out[i] = ct
+                return out
+            return y, vjp_fn
+        return _apply(name, "custom_vjp", args, forward)
+
+
+class custom_jvp(_RuleFunction):
+    """A function with a forward-mode rule of its own (JAX's ``jax.custom_jvp``).
+
+    ``f.defjvp(rule)``: ``rule(*nondiff_args, primals, tangents) -> (y, tangent_out)``
+    with ``primals`` and ``tangents`` tuples of the other arguments; ``tangent_out`` must
+    be linear in the tangents. Reverse mode (tapes, ``jt.grad``) transposes the rule (see
+    the module).
+    """
+
+    kind = "custom_jvp"
+    how = "defjvp(rule)"
+
     def defjvp(self, rule):
         self.rule = rule
         return rule
 
     def __call__(self, *args):
-        name = getattr(self.fun, "__name__", "function")
-        if self.rule is None:
-            raise TypeError(at_user_line(
-                f"custom_jvp: {name} has no rule; call {name}.defjvp(rule) first"))
-        _, fixed = _split(args, self.nondiff_argnums, f"custom_jvp({name})")
+        name, fixed_args, diff = self._parts(args)
         rule = self.rule
-
-        fixed_args = [args[i] for i in sorted(fixed)]
-        diff = [i for i in range(len(args)) if i not in fixed]
 
         def forward(*xs):
             y = self.fun(*args)

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from . import ir
-from .errors import _PACKAGE_DIR, JittapeError, TracerError, at_user_line, user_frame  # noqa: F401
+from .errors import _PACKAGE_DIR, TracerError, at_user_line, user_frame
 from .ir import Dim, Var
 from .ops import core
 from .ops.core import Aval
@@ -706,10 +706,3 @@ def _leaf_paths(td, path, names):
         steps = range(len(td.children))
     for step, child in zip(steps, td.children):
         _leaf_paths(child, f"{path}_{step}", names)
-
-
-def input_value(x):
-    """A flattened argument as the NumPy value a graph input takes."""
-    if isinstance(x, Tensor):
-        return x._value
-    return to_array(x) if not isinstance(x, np.ndarray) else x

@@ -30,3 +30,11 @@ def test_numpy_names_dispatch_to_the_same_ops():
     assert jnp.absolute is jt.abs and jnp.amax is jt.max and jnp.ones is jt.ones
     x = jt.constant(np.arange(3.0))
     np.testing.assert_allclose(jnp.sum(jnp.exp(x)), np.exp(np.arange(3.0)).sum())
+
+
+def test_a_stale_namespace_warns_and_the_registry_stands_in():
+    import pytest
+    with pytest.warns(UserWarning, match="run `python -m jittape.ops.names`"):
+        found = names.stale("api.py", ImportError("cannot import name 'gone'"),
+                            names.jt_namespace())
+    assert found == {name: getattr(api, name) for name in api.__all__}
