@@ -44,7 +44,7 @@ def _export(ref, dest):
 
 def _bench(tree, out, args, cache):
     env = dict(os.environ, PYTHONPATH=tree, JITTAPE_CACHE_DIR=cache)
-    cmd = [sys.executable, "-m", "jittape", "bench", "--systems", "compiled,numba",
+    cmd = [sys.executable, "-m", "jittape", "bench", "--systems", args.systems,
            "--repeat", str(args.repeat), "--json", out]
     if args.workloads:
         cmd += ["--workloads", args.workloads]
@@ -59,8 +59,12 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3, help="pairs of bench runs")
     parser.add_argument("--repeat", type=int, default=5, help="bench's --repeat")
     parser.add_argument("--workloads", default="", help="bench's --workloads")
+    parser.add_argument("--systems", default="compiled,numba",
+                        help="bench's --systems (numba, which neither tree changes, is added)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s and s != "numba"] + ["numba"]
+    args.systems = ",".join(systems)
 
     work = tempfile.mkdtemp(prefix="jittape-compare-")
     try:
@@ -81,7 +85,7 @@ def main(argv=None):
     table = {}
     for workload in runs["head"][0]:
         row = {}
-        for system in ("compiled", "numba"):
+        for system in systems:
             per = {}
             for name in ("base", "head"):
                 medians = [run[workload]["results"][system]["median_us"] for run in runs[name]
@@ -91,12 +95,14 @@ def main(argv=None):
             row[system] = per
         table[workload] = row
 
-    print(f"{'workload':<22} {'base us':>10} {'head us':>10} {'head/base':>10} "
-          f"{'numba h/b':>10}")
-    for workload, row in table.items():
-        c = row["compiled"]
-        print(f"{workload:<22} {c['base']['median_us']:>10.2f} {c['head']['median_us']:>10.2f} "
-              f"{c['ratio_head_to_base']:>10.3f} {row['numba']['ratio_head_to_base']:>10.3f}")
+    for system in systems[:-1]:
+        print(f"\n{system + ':':<22} {'base us':>10} {'head us':>10} {'head/base':>10} "
+              f"{'numba h/b':>10}")
+        for workload, row in table.items():
+            c = row[system]
+            print(f"{workload:<22} {c['base']['median_us']:>10.2f} "
+                  f"{c['head']['median_us']:>10.2f} {c['ratio_head_to_base']:>10.3f} "
+                  f"{row['numba']['ratio_head_to_base']:>10.3f}")
     if args.json:
         head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                               text=True).stdout.strip()
