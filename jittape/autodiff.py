@@ -10,6 +10,7 @@ is ``None`` throughout (DESIGN.md rule 7).
 import numpy as np
 
 from . import ops
+from .errors import UnsupportedError, at_user_line
 from .ir import GradWhere, Var
 from .vjp import input_cotangents
 from .trace import Tracer
@@ -27,8 +28,12 @@ def backward(trace, targets, wrt, nodes=None):
     relevant = set(wrt_ids)
     live = []
     for node in nodes:
-        if node.prim.differentiable and node.out.dtype.kind in "fc" and any(
-                isinstance(v, Var) and v.id in relevant for v in node.inputs):
+        reads = any(isinstance(v, Var) and v.id in relevant for v in node.inputs)
+        if reads and node.prim.kind == "loop":       # not zero: not differentiable here
+            raise UnsupportedError(at_user_line(
+                f"differentiating through a {node.prim.name} (a Jacobian computed in the "
+                "same function) is not supported; take second derivatives with jt.hessian"))
+        if reads and node.prim.differentiable and node.out.dtype.kind in "fc":
             relevant.add(node.out.id)
             live.append(node)
     grads = {}

@@ -1,34 +1,45 @@
-"""Ops that make loops in generated code.
+"""Region ops: ops whose parameters hold a body sub-graph that the generated code runs
+in a loop.
 
-The first of them is the Jacobian loop: ``jacobian_rows`` runs one reverse sweep per
-element of a target, and the generated code runs that sweep in a ``for`` loop whose
-body is everything that depends on the loop index (``codegen.cpu`` finds it). Its parts
-are op records of kind ``loop`` (``role``: the index, the one-hot seed, the stacking of
-rows); they are never computed while tracing and never differentiated.
+The first of them is the Jacobian loop. ``jacobian_rows`` runs one reverse sweep per
+element ``k`` of a target: the sweep is traced once, seeded with a one-hot vector at a
+loop index, and the nodes that depend on the index become the body of one
+``jacobian_loop`` node (the rest, computed once, stay before it). The body's inputs are
+the index and the outer values it reads (the node's inputs); its outputs are one row of
+each Jacobian, and ``loop_output`` nodes are the stacked rows. Loops do not nest, and
+nothing differentiates through one (``autodiff`` says so rather than return zeros).
 """
 
-from . import ops
+from . import ir, ops
 from .autodiff import backward
-from .ops.core import Aval, OpRecord
+from .ops.core import Aval, OpRecord, record_traced
+from .recording import ACTIVE_TAPES
+from .trace import Tracer
 
 
 class LoopPart(OpRecord):
-    """A part of a generated loop; not a registry primitive: users never apply it."""
+    """A part of a generated loop; not a registry primitive: users never apply it.
+
+    ``role``: ``index`` (the loop's index while the body is traced), ``seed`` (the
+    one-hot cotangent at the index), ``region`` (the loop: ``params["body"]``, an
+    ``ir.Graph``, and ``params["count"]``, its trip count) or ``output`` (output
+    ``params["index"]`` of a region, stacked over the trip count)."""
 
     kind = "loop"
     differentiable = False
     foldable = False             # never computed while tracing, even without traced inputs
 
-    def __init__(self, name, role, abstract, lower, lower_cuda):
+    def __init__(self, name, role, abstract, lower, lower_cuda, regions=()):
         self.name = name
         self.role = role
         self.abstract = abstract
+        self.regions = regions
         self.lowerings = {"cpu": lower, "cuda": lower_cuda}
 
 
 def _lower_nothing(ctx, node):
-    # the index's loop is emitted around the nodes that depend on it, and the rows are
-    # written in that loop: nothing happens at the node's own position
+    # the region's loop is emitted by codegen around its body, which writes the outputs'
+    # rows; nothing happens at the node's own position
     return []
 
 
@@ -48,14 +59,40 @@ LOOP_INDEX = LoopPart("loop_index", "index", lambda count: Aval((), "int64"),
                       _lower_nothing, _lower_nothing)
 ONEHOT = LoopPart("onehot", "seed", lambda k, like: Aval(like.shape, like.dtype),
                   _lower_onehot, _cuda_onehot)
-LOOP_STACK = LoopPart("loop_stack", "stack",
-                      lambda row, count: Aval((count,) + tuple(row.shape), row.dtype),
-                      _lower_nothing, _lower_nothing)
+JACOBIAN_LOOP = LoopPart("jacobian_loop", "region", lambda *captured, count, body: Aval((), "bool"),
+                         _lower_nothing, _lower_nothing, regions=("body",))
+LOOP_OUTPUT = LoopPart("loop_output", "output", None, _lower_nothing, _lower_nothing)
+RECORDS = (LOOP_INDEX, ONEHOT, JACOBIAN_LOOP, LOOP_OUTPUT)
 
 
 def has_loop(nodes):
     """Whether ``nodes`` already hold a Jacobian loop (loops do not nest)."""
-    return any(n.prim is LOOP_INDEX for n in nodes)
+    return any(n.prim is JACOBIAN_LOOP or n.prim is LOOP_INDEX for n in nodes)
+
+
+def region_of(graph):
+    """``(before, region node, output nodes, after)`` of a graph with a loop, or None."""
+    region = next((n for n in graph.nodes if n.prim.kind == "loop" and n.prim.role == "region"),
+                  None)
+    if region is None:
+        return None
+    before, outputs, after = [], [], []
+    seen = False
+    for n in graph.nodes:
+        if n is region:
+            seen = True
+        elif n.prim.kind == "loop" and n.prim.role == "output":
+            outputs.append(n)
+        else:
+            (after if seen else before).append(n)
+    return before, region, outputs, after
+
+
+def _record(trace, prim, inputs, out):
+    """Let tapes recording in the traced function see a node made here: a tape that
+    watches what the loop reads must not take its rows for constants."""
+    if ACTIVE_TAPES:
+        record_traced(prim, [Tracer._of(v, trace) for v in inputs], inputs, out, trace)
 
 
 def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
@@ -71,21 +108,55 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
     count = 1
     for d in target._var.shape:
         count = count * d
+    start = len(trace.nodes)
     k = trace.bind(LOOP_INDEX, [], {"count": count})
     seed = trace.bind(ONEHOT, [k, target], {})
     cts = backward(trace, [(target._var, seed)], [w._var for w in wrt], nodes)
+    cts = [ct if ct is None or ct.dtype == w.dtype else ops.cast(ct, w.dtype)
+           for ct, w in zip(cts, wrt)]
+    # the nodes the sweep added: those depending on the index are the loop's body
+    added = trace.nodes[start:]
+    in_loop = {k._var.id}
+    body, outside = [], []
+    for n in added:
+        if n.out is k._var:
+            continue
+        if any(v.id in in_loop for v in n.var_inputs()):
+            in_loop.add(n.out.id)
+            body.append(n)
+        else:
+            outside.append(n)
+    del trace.nodes[start:]
+    trace.nodes.extend(outside)
+    looped = [ct for ct in cts if ct is not None and ct._var.id in in_loop]
+    made = {n.out.id for n in body}
+    captured, seen = [], set()
+    for v in [v for n in body for v in n.var_inputs()] + [ct._var for ct in looped]:
+        if v.id not in made and v.id != k._var.id and v.id not in seen:
+            seen.add(v.id)
+            captured.append(v)
+    stacked = {}
+    if looped:
+        graph = ir.Graph([k._var] + captured, [], body, [ct._var for ct in looped],
+                         name="jacobian_row", checks=trace.checks)
+        region = trace._node(JACOBIAN_LOOP, captured, {"count": count, "body": graph},
+                             Aval((), "bool"))
+        _record(trace, JACOBIAN_LOOP, captured, region)
+        for j, ct in enumerate(looped):
+            out = trace._node(LOOP_OUTPUT, [region], {"index": j},
+                              Aval((count,) + tuple(ct._var.shape), ct.dtype))
+            _record(trace, LOOP_OUTPUT, [region], out)
+            stacked[ct._var.id] = Tracer._of(out, trace)
     rows = []
     for ct, w in zip(cts, wrt):
         if ct is None and keep_none:
             rows.append(None)
-            continue
-        if ct is None:
-            # every row is zero: nothing depends on the loop index, so there is no loop
-            # to stack rows in; the whole block is zeros
-            rows.append(ops.broadcast_to(ops.expand_dims(ops.zeros_like(w), 0),
+        elif ct is None or ct._var.id not in stacked:
+            # no row depends on the index (all zero, or all the same): no loop to stack
+            # them in; the block is the row repeated
+            row = ops.zeros_like(w) if ct is None else ct
+            rows.append(ops.broadcast_to(ops.expand_dims(row, 0),
                                          (count,) + tuple(w._var.shape)))
-            continue
-        if ct.dtype != w.dtype:
-            ct = ops.cast(ct, w.dtype)
-        rows.append(trace.bind(LOOP_STACK, [ct], {"count": count}))
+        else:
+            rows.append(stacked[ct._var.id])
     return rows

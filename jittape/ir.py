@@ -394,8 +394,22 @@ class Node:
         """``%3: float64[n] = add(x, %2)``; ``sizes`` (the graph's ``SizeNames``) names
         run-time sizes by their symbols."""
         args = ", ".join(_operand_text(v, sizes) for v in self.inputs)
-        params = "".join(f", {k}={_param_text(v, sizes)}" for k, v in sorted(self.params.items()))
+        params = "".join(f", {k}={_param_text(v, sizes)}" for k, v in sorted(self.params.items())
+                         if k not in self.prim.regions)
         return f"{self.out!r}: {self.out.type_text(sizes)} = {self.prim.name}({args}{params})"
+
+    def with_inputs(self, sub):
+        """This node with each Var operand ``v`` replaced by ``sub(v)``, in its regions'
+        bodies too (their inputs, nodes and outputs); its output is the same Var."""
+        params = self.params
+        if self.prim.regions:
+            params = dict(params)
+            for name in self.prim.regions:
+                params[name] = params[name].with_inputs(sub)
+        node = Node(self.prim, [sub(v) if isinstance(v, Var) else v for v in self.inputs],
+                    params, self.out, self.where)
+        self.out.node = node
+        return node
 
 
 def _operand_text(v, sizes=None):
@@ -464,13 +478,7 @@ class Graph:
             lines.append(f"  check {sizes.raw(a)} {op} {sizes.raw(b)}")
         for c in self.consts:
             lines.append(f"  {c.var!r}: {c.var.type_text(sizes)} = const {const_text(c.value)}")
-        backward = False
-        for node in self.nodes:
-            if node.grad_of is not None and not backward:
-                backward = True
-                lines.append(BACKWARD_MARK)
-            where = node.where_text()
-            lines.append("  " + node.text(sizes) + (f"    # {where}" if where else ""))
+        lines += self._node_lines(sizes, "  ")
         outs = ", ".join(repr(v) if isinstance(v, Var) else _operand_text(v, sizes)
                          for v in self.outputs)
         notes = [f"{self.outputs[k]!r} -> {_target_text(t)}" for k, t in self.writes]
@@ -481,6 +489,42 @@ class Graph:
         lines.append("}")
         return "\n".join(lines)
 
+    def _node_lines(self, sizes, indent):
+        lines = []
+        backward = False
+        for node in self.nodes:
+            if node.grad_of is not None and not backward and indent == "  ":
+                backward = True
+                lines.append(BACKWARD_MARK)
+            where = node.where_text()
+            text = node.text(sizes)
+            for name in node.prim.regions:     # the body, indented, its index named first
+                body = node.params[name]
+                text += f" over {body.inputs[0]!r} {{"
+            lines.append(indent + text + (f"    # {where}" if where else ""))
+            for name in node.prim.regions:
+                body = node.params[name]
+                lines += body._node_lines(sizes, indent + "  ")
+                lines.append(f"{indent}  yield " + ", ".join(
+                    repr(v) if isinstance(v, Var) else _operand_text(v, sizes)
+                    for v in body.outputs))
+                lines.append(indent + "}")
+        return lines
+
+    def with_inputs(self, sub):
+        """This graph with each Var ``v`` it reads from outside replaced by ``sub(v)``."""
+        nodes = [node.with_inputs(sub) for node in self.nodes]
+        return Graph([sub(v) for v in self.inputs], self.consts, nodes,
+                     [sub(v) if isinstance(v, Var) else v for v in self.outputs], self.name,
+                     self.checks, self.exact_sizes)
+
+    def all_nodes(self):
+        """The nodes, with those of region bodies after their region node."""
+        for node in self.nodes:
+            yield node
+            for name in node.prim.regions:
+                yield from node.params[name].all_nodes()
+
     def key_text(self):
         """The text without source locations (nor the start of the backward pass, which
         they tell): what the disk cache hashes. It holds what the graph computes: names,
@@ -490,10 +534,14 @@ class Graph:
 
     __str__ = text
 
-    def validate(self):
-        """Every Var is defined once, before it is used."""
-        defined = {v.id for v in self.inputs} | {c.var.id for c in self.consts}
+    def validate(self, defined=None):
+        """Every Var is defined once, before it is used (a region's body may read what is
+        defined before its region node)."""
+        defined = set() if defined is None else set(defined)
+        defined |= {v.id for v in self.inputs} | {c.var.id for c in self.consts}
         for node in self.nodes:
+            for name in node.prim.regions:
+                node.params[name].validate(defined)
             for v in node.var_inputs():
                 if v.id not in defined:
                     raise AssertionError(f"graph: {v!r} used before it is defined in {node.text()}")

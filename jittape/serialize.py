@@ -23,7 +23,7 @@ FORMAT = 1
 def records():
     """Every op a serialized graph may name: the primitives and the loop parts."""
     found = dict(REGISTRY)
-    for part in (control.LOOP_INDEX, control.ONEHOT, control.LOOP_STACK):
+    for part in control.RECORDS:
         found[part.name] = part
     return found
 
@@ -59,6 +59,8 @@ def _encode(x):
                 "shape": list(data.shape)}
     if isinstance(x, ir.Var):
         return {"var": x.id}
+    if isinstance(x, ir.Graph):                   # a region's body
+        return {"graph": _graph_data(x)}
     raise UnsupportedError(f"serialize: a parameter of type {type(x).__name__} ({x!r:.60})")
 
 
@@ -92,6 +94,8 @@ def _decode(x, vars_):
             x["shape"]).copy()
     if tag == "var":
         return vars_[value]
+    if tag == "graph":
+        return _graph_from(value, vars_)
     raise ValueError(f"serialize: unknown tag {tag!r}")
 
 
@@ -100,8 +104,7 @@ def _var(v):
             "name": getattr(v, "name", None)}
 
 
-def dumps(graph):
-    """The graph as bytes (JSON)."""
+def _graph_data(graph):
     table = records()
     nodes = []
     for node in graph.nodes:
@@ -119,8 +122,8 @@ def dumps(graph):
             raise UnsupportedError("serialize: a graph that writes to jt.Variables holds them; "
                                    "pass their values as arguments instead")
         writes.append([k, target])
-    data = {
-        "format": FORMAT, "name": graph.name,
+    return {
+        "name": graph.name,
         "inputs": [_var(v) for v in graph.inputs],
         "consts": [{"var": _var(c.var), "value": _encode(np.asarray(c.value))}
                    for c in graph.consts],
@@ -131,6 +134,11 @@ def dumps(graph):
         "guards": [[k, _encode(v)] for k, v in graph.guards],
         "check_numerics": graph.check_numerics, "parallel": graph.parallel,
     }
+
+
+def dumps(graph):
+    """The graph as bytes (JSON)."""
+    data = dict(_graph_data(graph), format=FORMAT)
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -144,14 +152,21 @@ def loads(blob):
     data = json.loads(blob)
     if data.get("format") != FORMAT:
         raise ValueError(f"serialize: format {data.get('format')!r}, expected {FORMAT}")
+    return _graph_from(data, {})
+
+
+def _graph_from(data, vars_):
+    """A graph from ``_graph_data``'s dict; ``vars_`` (id -> Var) holds the Vars defined
+    so far (a region's body reads those of the graph around it)."""
     table = records()
-    vars_ = {}
 
     def var(d, node=None):
-        v = ir.Var(d["id"], _decode(d["shape"], vars_), d["dtype"], node)
-        if d.get("name") is not None:
-            v.name = d["name"]
-        vars_[v.id] = v
+        v = vars_.get(d["id"])
+        if v is None:                   # a body's input may be a Var defined around it
+            v = ir.Var(d["id"], _decode(d["shape"], vars_), d["dtype"], node)
+            if d.get("name") is not None:
+                v.name = d["name"]
+            vars_[v.id] = v
         return v
 
     inputs = [var(d) for d in data["inputs"]]

@@ -56,7 +56,7 @@ def _header_names(header):
 def _records():
     """Every op record a graph can hold: the primitives, the loop parts, custom rules."""
     records = [op for op in REGISTRY.values()]
-    records += [control.LOOP_INDEX, control.ONEHOT, control.LOOP_STACK]
+    records += list(control.RECORDS)
     records.append(CustomRule(None, 1, "f", traced=True))
     return records
 

@@ -16,6 +16,7 @@ from ..ir import Var
 from ..passes import Group, Nest, nest, plan_buffers, schedule
 from ..passes.fuse import row_reduction
 from ..passes.memory import materialized
+from ..control import region_of
 from ..ops.core import COSTLY
 from . import mathlib, names
 
@@ -143,26 +144,24 @@ def generate(graph, name, version):
                 body += [f"if not np.isfinite({a}){'.all()' if v.ndim else ''}:",
                          f"    raise NumericsError('check_numerics: {what} holds NaN or inf')"]
     outputs = {v.id for v in graph.outputs if isinstance(v, Var)}
-    sections = _sections(graph)
-    if sections is None:
+    if region_of(graph) is None:
         body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
     else:
-        before, index, loop, stacks, after = sections
-        read_later = outputs | _reads(loop + stacks + after)
-        body += _emit(ctx, graph, before, read_later, reuse_buffers=False)
-        count = names.size_code(index.params["count"])
-        k = names.value_name(index.out)
-        for st in stacks:
-            body += [f"# {st.text(graph.sizes)}",
-                     f"{names.value_name(st.out)} = empty({names.shape_code(st.out.shape)}, "
-                     f"{names.dtype_code(st.out.dtype)})"]
-        body.append(f"for {k} in range({count}):   # one reverse sweep per target element")
-        rows = {st.inputs[0].id for st in stacks}
-        inner = _emit(ctx, graph, loop, rows | _reads(after), reuse_buffers=False)
-        for st in stacks:
-            inner.append(f"{names.value_name(st.out)}[{k}] = {ctx.name(st.inputs[0])}")
+        loop = Loop(graph)
+        body += _emit(ctx, graph, loop.before, outputs | loop.reads_later(), reuse_buffers=False)
+        k = names.value_name(loop.index)
+        for out, _ in loop.stacks:
+            body += [f"# {out.text(graph.sizes)}",
+                     f"{names.value_name(out.out)} = empty({names.shape_code(out.out.shape)}, "
+                     f"{names.dtype_code(out.out.dtype)})"]
+        body.append(f"for {k} in range({names.size_code(loop.count)}):   "
+                    "# one reverse sweep per target element")
+        rows = {row.id for _, row in loop.stacks if isinstance(row, Var)}
+        inner = _emit(ctx, graph, loop.body, rows | _reads(loop.after), reuse_buffers=False)
+        for out, row in loop.stacks:
+            inner.append(f"{names.value_name(out.out)}[{k}] = {ctx.name(row)}")
         body += ["    " + line for line in inner]
-        body += _emit(ctx, graph, after, outputs, reuse_buffers=False)
+        body += _emit(ctx, graph, loop.after, outputs, reuse_buffers=False)
     outs = [(f"{ctx.name(v)}.copy()" if _aliases_argument(ctx, v) else ctx.name(v))
             if isinstance(v, Var) else names.literal_code(v, np.int64) for v in graph.outputs]
     body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
@@ -264,31 +263,23 @@ def _reads(nodes):
     return {v.id for n in nodes for v in n.var_inputs()}
 
 
-def _sections(graph):
-    """(before, loop index node, loop body, row writes, after) or None without a loop."""
-    index = next((n for n in graph.nodes if n.prim.kind == "loop" and n.prim.role == "index"),
-                 None)
-    if index is None:
-        return None
-    in_loop = {index.out.id}
-    stacked = set()
-    before, loop, stacks, after = [], [], [], []
-    for n in graph.nodes:
-        if n is index:
-            continue
-        ids = {v.id for v in n.var_inputs()}
-        if n.prim.kind == "loop" and n.prim.role == "stack":
-            stacks.append(n)
-            stacked.add(n.out.id)
-        elif ids & stacked:
-            stacked.add(n.out.id)
-            after.append(n)
-        elif ids & in_loop:
-            in_loop.add(n.out.id)
-            loop.append(n)
-        else:
-            before.append(n)
-    return before, index, loop, stacks, after
+class Loop:
+    """A graph's region (``control.region_of``) as the backends emit it: what runs
+    before it, its index Var and trip count, its body's nodes, ``stacks`` ((output node,
+    the body's row it stacks) pairs) and what runs after."""
+
+    def __init__(self, graph):
+        before, region, outputs, after = region_of(graph)
+        body = region.params["body"]
+        self.before, self.after = before, after
+        self.index, self.count = body.inputs[0], region.params["count"]
+        self.body = body.nodes
+        self.stacks = [(n, body.outputs[n.params["index"]]) for n in outputs]
+
+    def reads_later(self):
+        """What the body, the rows and what runs after read."""
+        return _reads(self.body + self.after) | {row.id for _, row in self.stacks
+                                                  if isinstance(row, Var)}
 
 
 def _emit(ctx, graph, nodes, live_out, reuse_buffers):

@@ -326,7 +326,8 @@ def record_traced(prim, args, inputs, out, trace):
     nodes that read what they watch. They watch Vars, and Variables by their id; a Var
     that is a read of a Variable counts as that Variable (the VJP rules of an inner
     tape's gradient see the read, not the Variable)."""
-    differentiable = prim.differentiable and out.dtype.kind in "fc"
+    # a loop is kept too: differentiating through one raises (autodiff), not a zero
+    differentiable = prim.differentiable and out.dtype.kind in "fc" or prim.kind == "loop"
     owners = trace.read_owner
     for tape in thread_tapes():
         watched = tape._watched

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..ir import Dim, Graph, Node, Var
+from ..ir import Dim, Graph, Var
 
 
 def _key(value):
@@ -39,9 +39,7 @@ def cse(graph):
         if found is not None:
             rename[node.out.id] = found
             continue
-        new = Node(node.prim, inputs, node.params, node.out, node.where)
-        node.out.node = new
-        nodes.append(new)
+        nodes.append(node.with_inputs(sub))
         if key is not None:
             seen[key] = node.out
     outputs = [sub(v) for v in graph.outputs]

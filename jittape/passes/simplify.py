@@ -20,9 +20,7 @@ def simplify(graph):
     nodes = []
     for node in graph.nodes:
         if any(isinstance(v, Var) and v.id in rename for v in node.inputs):
-            node = Node(node.prim, [sub(v) for v in node.inputs], node.params, node.out,
-                        node.where)
-            node.out.node = node
+            node = node.with_inputs(sub)
         rule = node.prim.simplify
         if rule is not None:
             better = rule(node, producer)

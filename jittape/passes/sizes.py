@@ -101,14 +101,25 @@ def canonical_sizes(graph):
         fix(v, literal=False)    # size but 1) is checked before the sizes' equalities
     for c in graph.consts:
         fix(c.var)
-    nodes = []
-    for node in graph.nodes:
-        fix(node.out)
-        inputs = [v if isinstance(v, Var) else size(v) for v in node.inputs]
-        params = {k: size(v) for k, v in node.params.items()}
-        new = Node(node.prim, inputs, params, node.out, node.where)
-        node.out.node = new
-        nodes.append(new)
+    def rebuild(nodes):
+        new_nodes = []
+        for node in nodes:
+            fix(node.out)
+            inputs = [v if isinstance(v, Var) else size(v) for v in node.inputs]
+            params = {k: size(v) for k, v in node.params.items()}
+            for name in node.prim.regions:          # a body's sizes are the graph's
+                body = params[name]
+                for v in body.inputs:
+                    fix(v)
+                params[name] = Graph(body.inputs, body.consts, rebuild(body.nodes),
+                                     [v if isinstance(v, Var) else size(v) for v in body.outputs],
+                                     body.name, body.checks, body.exact_sizes)
+            new = Node(node.prim, inputs, params, node.out, node.where)
+            node.out.node = new
+            new_nodes.append(new)
+        return new_nodes
+
+    nodes = rebuild(graph.nodes)
     outputs = [v if isinstance(v, Var) else size(v) for v in graph.outputs]
     return Graph(graph.inputs, graph.consts, nodes, outputs, graph.name, graph.checks,
                  graph.exact_sizes)
