@@ -29,11 +29,10 @@ def backward(trace, targets, wrt, nodes=None):
     live = []
     for node in nodes:
         reads = any(isinstance(v, Var) and v.id in relevant for v in node.inputs)
-        if reads and node.prim.kind == "loop":       # not zero: not differentiable here
-            raise UnsupportedError(at_user_line(
-                f"differentiating through a {node.prim.name} (a Jacobian computed in the "
-                "same function) is not supported; take second derivatives with jt.hessian"))
-        if reads and node.prim.differentiable and node.out.dtype.kind in "fc":
+        # a loop is followed too: a cotangent reaching it raises (``_sweep``), where
+        # taking it for a constant would give a zero gradient
+        if reads and (node.prim.kind == "loop" or
+                      node.prim.differentiable and node.out.dtype.kind in "fc"):
             relevant.add(node.out.id)
             live.append(node)
     grads = {}
@@ -53,6 +52,10 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
         g = grads.get(node.out.id)
         if g is None:
             continue
+        if node.prim.kind == "loop":
+            raise UnsupportedError(at_user_line(
+                f"differentiating through a {node.prim.name} (a Jacobian computed in the "
+                "same function) is not supported; take second derivatives with jt.hessian"))
         if node.out.id not in wrt_ids:
             del grads[node.out.id]
         args = [Tracer._of(v, trace) if isinstance(v, Var) else v for v in node.inputs]

@@ -52,3 +52,30 @@ def test_differentiating_through_a_jacobian_says_so():
 
     with pytest.raises(jt.UnsupportedError, match="jacobian_loop|Jacobian"):
         f(np.ones(3))
+
+
+def test_a_jacobian_the_result_does_not_use_blocks_nothing():
+    def f(x):
+        with jt.GradientTape() as t:
+            t.watch(x)
+            y = jt.tanh(x) * 2.0
+        return jt.sum(x ** 2), t.jacobian(y, x)
+
+    x = np.linspace(-1, 1, 3)
+    (value, jac), g = jt.value_and_grad(f, has_aux=True)(x)
+    np.testing.assert_allclose(g, 2 * x)
+    np.testing.assert_allclose(jac, np.diag(2 * (1 - np.tanh(x) ** 2)), rtol=1e-12)
+
+    @jt.function
+    def h(x):
+        with jt.GradientTape() as outer:
+            outer.watch(x)
+            with jt.GradientTape() as inner:
+                inner.watch(x)
+                y = jt.tanh(x) * 2.0
+            jac = inner.jacobian(y, x)
+            loss = jt.sum(y)
+        return outer.gradient(loss, x), jac
+
+    g, _ = h(x)
+    np.testing.assert_allclose(g, 2 * (1 - np.tanh(x) ** 2), rtol=1e-12)

@@ -117,3 +117,19 @@ def test_rules_are_op_records_and_missing_rules_say_so():
     f.defvjp(lambda x: (f.fun(x), None), bad_bwd)
     with pytest.raises(ValueError, match="2 cotangents for 1"):
         jt.grad(lambda x: jt.sum(f(x)))(np.ones(2))
+
+
+def test_a_custom_rule_before_a_reshape_and_broadcast_compiles():
+    """The marker a custom rule leaves is dropped after autodiff; the broadcast rewrite
+    after it must read what replaced it (it read a dropped value once)."""
+    @jt.custom_gradient
+    def twice(x):
+        y = x * 2.0
+        return y, lambda g: g * 2.0
+
+    def f(x, m):
+        return jt.sum(jt.broadcast_to(jt.reshape(twice(x), (1, -1)), m.shape) * m)
+
+    x, m = np.linspace(-1, 1, 3), np.ones((4, 3))
+    np.testing.assert_allclose(jt.function(f)(x, m), 8 * x.sum(), atol=1e-12)
+    np.testing.assert_allclose(jt.grad(f)(x, m), np.full(3, 8.0))

@@ -25,11 +25,11 @@ def simplify(graph):
         if rule is not None:
             better = rule(node, producer)
             if isinstance(better, Node):
-                better.out.node = better
-                node = better
+                node = better.with_inputs(sub)
             elif better is not None:          # the node's value is this operand
                 rename[node.out.id] = sub(better)
                 continue
+        producer[node.out.id] = node          # rules see the rewritten producers
         nodes.append(node)
     return Graph(graph.inputs, graph.consts, nodes, [sub(v) for v in graph.outputs],
                  graph.name, graph.checks, graph.exact_sizes)
