@@ -258,29 +258,42 @@ def _place_views_and_registers(order, live_out):
     """A nest's views that something after it reads are emitted after it (with the views
     they are made of); the values a nest computes once per row that nothing outside it
     reads stay in registers."""
+    # Both questions (is a value read after this item? by an item other than this one?)
+    # are answered from one count per value, so the pass stays linear in the order
+    live_out = set(live_out)
+    last_read = {}                              # value id -> the last item reading it
+    for k, item in enumerate(order):
+        for i in _reads(item):
+            last_read[i] = k
     placed = []
-    later = [set(live_out)]                     # what the items after each one read
-    for item in reversed(order[1:]):
-        later.append(later[-1] | _reads(item))
-    later.reverse()
     for k, item in enumerate(order):
         placed.append(item)
         if isinstance(item, Nest):
-            needed = set(later[k])
+            needed = set()                      # views read by the views read later
             for n in reversed(item.views):      # a view read later, and the views it reads
-                if n.out.id in needed:
+                i = n.out.id
+                if i in needed or i in live_out or last_read.get(i, -1) > k:
+                    needed.add(i)
                     needed |= _reads(n)
             placed.extend(n for n in item.views if n.out.id in needed)
     reads = [_reads(item) for item in placed]
+    readers = {}                                # value id -> how many placed items read it
+    for r in reads:
+        for i in r:
+            readers[i] = readers.get(i, 0) + 1
     for k, item in enumerate(placed):
         if not isinstance(item, Nest):
             continue
-        outside = set(live_out).union(*(r for j, r in enumerate(reads) if j != k))
+        mine = reads[k]
+
+        def outside(i):
+            return i in live_out or readers.get(i, 0) > (1 if i in mine else 0)
+
         for g in item.groups:
             ids = [n.out.id for n in g.nodes if one_per_row(n.out)]
             if row_reduction(g) and one_per_row(g.reduce.out):
                 ids.append(g.reduce.out.id)
-            g.registers = {i for i in ids if i not in outside}
+            g.registers = {i for i in ids if not outside(i)}
             g.outputs -= g.registers
             item.row_values.update(ids)
             item.registers |= g.registers
