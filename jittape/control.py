@@ -10,10 +10,16 @@ each Jacobian, and ``loop_output`` nodes are the stacked rows. Loops do not nest
 nothing differentiates through one (``autodiff`` says so rather than return zeros).
 """
 
-from . import ir, ops
+import operator
+
+import numpy as np
+
+from . import ir, ops, tree
 from .autodiff import backward
 from .ops.core import Aval, OpRecord, record_traced
+from .errors import at_user_line
 from .recording import ACTIVE_TAPES
+from .tensor import Tensor
 from .trace import Tracer
 
 
@@ -160,3 +166,114 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
         else:
             rows.append(stacked[ct._var.id])
     return rows
+
+
+# ---------------------------------------------------------------------------
+# loops and branches with JAX's interface
+#
+# Eagerly they run as Python (tapes record each step). In a compiled function the trace
+# runs them the same way: each step of a loop becomes straight-line code, and a branch
+# on a traced value is a guard (the variant traced takes the branch the values take,
+# another call taking the other branch traces that one), as a Python loop or ``if``
+# would. Their results, carries and gradients are JAX's.
+
+def _leaf_type(x):
+    if isinstance(x, (bool, int, float)) and not isinstance(x, Tensor):
+        return type(x).__name__
+    shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
+    dtype = getattr(x, "dtype", None)
+    return f"{np.dtype(dtype if dtype is not None else np.asarray(x).dtype).name}{list(shape)}"
+
+
+def _check_carry(what, init, new, step):
+    """The carry keeps its structure, shapes and dtypes from step to step (as in JAX)."""
+    leaves, treedef = tree.flatten(init)
+    new_leaves, new_def = tree.flatten(new)
+    if new_def != treedef:
+        raise TypeError(at_user_line(
+            f"{what}: the body returned a carry of another structure at step {step} "
+            f"({tree.structure(new)!r}, expected {tree.structure(init)!r})"))
+    for k, (a, b) in enumerate(zip(leaves, new_leaves)):
+        if _leaf_type(a) != _leaf_type(b):
+            raise TypeError(at_user_line(
+                f"{what}: carry leaf {k} changed from {_leaf_type(a)} to {_leaf_type(b)} "
+                f"at step {step}; a carry keeps its shape and dtype (cast it in the body)"))
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs`` (any pytree of
+    arrays, or None with ``length``): returns ``(carry, ys)``, ``ys`` the ``y``s stacked
+    (a pytree of arrays, or None where ``f`` returns None), as ``jax.lax.scan``.
+    ``reverse`` runs from the last element; ``ys`` keep the elements' order. ``unroll``
+    is accepted for JAX's signature (every step is straight-line code here)."""
+    x_leaves, x_def = tree.flatten(xs)
+    lengths = {int(np.shape(x)[0]) if np.ndim(x) else None for x in x_leaves}
+    if None in lengths:
+        raise ValueError(at_user_line("scan: every leaf of xs needs a leading axis to scan over"))
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) != 1:
+        raise ValueError(at_user_line(
+            "scan: " + ("give length= when xs is None" if not lengths else
+                        f"xs' leading sizes and length disagree: {sorted(lengths)}")))
+    (n,) = lengths
+    if n == 0:
+        raise ValueError(at_user_line("scan: nothing to scan over (length 0)"))
+    for x in x_leaves:
+        if isinstance(x, Tracer):          # the trip count is a size: the trace holds for it only
+            x._trace.reads_sizes = True
+    carry = init
+    ys = [None] * n
+    for step, t in enumerate(range(n - 1, -1, -1) if reverse else range(n)):
+        x = tree.unflatten(x_def, [leaf[t] for leaf in x_leaves]) if x_leaves else None
+        new, ys[t] = f(carry, x)
+        _check_carry("scan", carry, new, step)
+        carry = new
+    y_leaves = [tree.flatten(y)[0] for y in ys]
+    y_def = tree.flatten(ys[0])[1]
+    stacked = [ops.stack([leaves[j] for leaves in y_leaves]) for j in range(len(y_leaves[0]))]
+    return carry, (tree.unflatten(y_def, stacked) if stacked else ys[0])
+
+
+def fori_loop(lower, upper, body, init):
+    """``body(i, carry) -> carry`` for ``i`` in ``range(lower, upper)`` (Python ints, as
+    the bounds must be here), as ``jax.lax.fori_loop``."""
+    carry = init
+    for step, i in enumerate(range(operator.index(lower), operator.index(upper))):
+        new = body(i, carry)
+        _check_carry("fori_loop", carry, new, step)
+        carry = new
+    return carry
+
+
+def while_loop(cond_fun, body_fun, init):
+    """``body_fun(carry) -> carry`` while ``cond_fun(carry)`` holds, as
+    ``jax.lax.while_loop``, and differentiable in reverse mode here (the trip count may
+    depend on the data: in a compiled function each trip count is a variant)."""
+    carry = init
+    step = 0
+    while cond_fun(carry):
+        new = body_fun(carry)
+        _check_carry("while_loop", carry, new, step)
+        carry = new
+        step += 1
+    return carry
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``; only that branch
+    runs (``jax.lax.cond``). ``pred`` is a scalar."""
+    if np.ndim(pred) if not isinstance(pred, Tensor) else pred.ndim:
+        raise TypeError(at_user_line(f"cond: pred must be a scalar, not of shape {np.shape(pred)}"))
+    return true_fun(*operands) if pred else false_fun(*operands)
+
+
+def switch(index, branches, *operands):
+    """``branches[index](*operands)``, ``index`` clamped into range (``jax.lax.switch``)."""
+    branches = list(branches)
+    if not branches:
+        raise ValueError(at_user_line("switch: no branches"))
+    for k, branch in enumerate(branches[:-1]):
+        if index <= k:                      # a guard per comparison on a traced index
+            return branch(*operands)
+    return branches[-1](*operands)
