@@ -230,3 +230,39 @@ class custom_jvp(_RuleFunction):
                 return out
             return y, vjp_fn
         return _apply(name, "custom_jvp", args, forward, jvp=rule)
+
+
+def checkpoint(fun, policy=None):
+    """``fun`` whose intermediate values the backward pass does not keep: it runs ``fun``
+    again under a tape and differentiates that (``jax.checkpoint``), trading compute for
+    the memory a tape holds. ``fun`` returns one array. ``policy``: None, recompute
+    everything (the one policy yet). Compiled, the passes may find the recomputed values
+    equal to the forward's and keep those instead: the same numbers either way."""
+    if policy is not None:
+        raise ValueError(at_user_line(
+            f"checkpoint: policy {policy!r} is not supported; None recomputes everything"))
+    name = getattr(fun, "__name__", "function")
+
+    @functools.wraps(fun)
+    def wrapper(*args):
+        def forward(*xs):
+            y = fun(*args)
+            if not isinstance(y, (Tensor, np.ndarray, np.generic, float)):
+                raise TypeError(at_user_line(
+                    f"checkpoint({name}): the function must return one array, "
+                    f"not a {type(y).__name__}"))
+
+            def vjp_fn(g):
+                tensors = [k for k, a in enumerate(args) if isinstance(a, Tensor) and _is_float(a)]
+                with GradientTape() as tape:
+                    for k in tensors:
+                        tape.watch(args[k])
+                    again = fun(*args)
+                grads = tape.gradient(again, [args[k] for k in tensors], output_gradients=g)
+                out = [None] * len(args)
+                for k, ct in zip(tensors, grads):
+                    out[k] = ct
+                return out
+            return y, vjp_fn
+        return _apply(name, "checkpoint", args, forward)
+    return wrapper
