@@ -1058,7 +1058,7 @@ def test_op_table_derives_kinds_from_the_registry():
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
 def test_hessian_of_a_function_linear_in_the_argument_is_zero(shape):
     """A zero block of a Hessian (the gradient does not depend on the argument) was a
-    loop_stack with no loop: NameError in the generated code."""
+    stacked row with no loop: NameError in the generated code."""
     def loss(x, y):
         return jt.sum(x * 0.3) + jt.sum(jt.exp(y))
 

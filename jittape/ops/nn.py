@@ -103,7 +103,7 @@ def _cpu_check_labels(ctx, node):
     lines += [f"{pad}{t} = {name}[{index}]" if labels.ndim else f"{pad}{t} = {name}",
               f"{pad}if {t} < 0 or {t} >= {depth}:",
               f"{pad}    raise OutOfRange({template!r}, {t}, {depth})"]
-    return lines + [f"{ctx.name(out)} = {name}"]       # (a view: passes/memory.VIEW_OPS)
+    return lines + [f"{ctx.name(out)} = {name}"]       # a view (its record: aliases)
 
 
 def _cuda_check_labels(ctx, node):
