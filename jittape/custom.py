@@ -116,6 +116,25 @@ def custom_gradient(f):
     return wrapper
 
 
+def _scatter(n, positions, values):
+    """``n`` cotangents: ``values`` at ``positions``, None (a symbolic zero) elsewhere."""
+    out = [None] * n
+    for k, value in zip(positions, values):
+        out[k] = value
+    return out
+
+
+def _pullback(fn, inputs, g, n, positions):
+    """The VJP of ``fn()`` (one array) at ``g`` with respect to ``inputs``, by a tape over
+    it, as ``n`` cotangents with those of ``inputs`` at ``positions``: how reverse mode
+    transposes a JVP rule and recomputes a checkpointed function."""
+    with GradientTape() as tape:
+        for x in inputs:
+            tape.watch(x)
+        y = fn()
+    return _scatter(n, positions, tape.gradient(y, list(inputs), output_gradients=g))
+
+
 class _RuleFunction:
     """A function with a rule of its own, JAX's way: the rule is given after
     (``defvjp``/``defjvp``); ``nondiff_argnums`` name arguments the rule takes first and
@@ -184,10 +203,7 @@ class custom_vjp(_RuleFunction):
                     raise ValueError(at_user_line(
                         f"custom_vjp: the bwd rule of {name} returned {len(cts)} cotangents "
                         f"for {len(diff)} differentiated arguments"))
-                out = [None] * len(args)
-                for i, ct in zip(diff, cts):
-                    out[i] = ct
-                return out
+                return _scatter(len(args), diff, cts)
             return y, vjp_fn
         return _apply(name, "custom_vjp", args, forward)
 
@@ -217,17 +233,11 @@ class custom_jvp(_RuleFunction):
 
             def vjp_fn(g):
                 primals = tuple(args[i] for i in diff)
-                tangents = [ops.zeros_like(a) for a in primals]
-                with GradientTape() as tape:
-                    for t in tangents:
-                        tape.watch(t)
-                    _, t_out = rule(*fixed_args, primals, tuple(tangents))
-                    total = ops.sum(ops.multiply(g, t_out))
-                grads = tape.gradient(total, tangents)
-                out = [None] * len(args)
-                for i, ct, a in zip(diff, grads, primals):
-                    out[i] = ct if _is_float(a) else None
-                return out
+                tangents = tuple(ops.zeros_like(a) for a in primals)
+                floats = [k for k, a in enumerate(primals) if _is_float(a)]
+                return _pullback(lambda: rule(*fixed_args, primals, tangents)[1],
+                                 [tangents[k] for k in floats], g, len(args),
+                                 [diff[k] for k in floats])
             return y, vjp_fn
         return _apply(name, "custom_jvp", args, forward, jvp=rule)
 
@@ -254,15 +264,8 @@ def checkpoint(fun, policy=None):
 
             def vjp_fn(g):
                 tensors = [k for k, a in enumerate(args) if isinstance(a, Tensor) and _is_float(a)]
-                with GradientTape() as tape:
-                    for k in tensors:
-                        tape.watch(args[k])
-                    again = fun(*args)
-                grads = tape.gradient(again, [args[k] for k in tensors], output_gradients=g)
-                out = [None] * len(args)
-                for k, ct in zip(tensors, grads):
-                    out[k] = ct
-                return out
+                return _pullback(lambda: fun(*args), [args[k] for k in tensors], g,
+                                 len(args), tensors)
             return y, vjp_fn
         return _apply(name, "checkpoint", args, forward)
     return wrapper

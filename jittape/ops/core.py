@@ -15,6 +15,7 @@ the same registry-driven tests check them.
 """
 
 import functools
+import types
 
 import numpy as np
 
@@ -168,7 +169,7 @@ class OpRecord:
     simplify = None
     keep_inputs = True
     keep_out = True
-    lowerings = {}
+    lowerings = types.MappingProxyType({})   # records that lower set their own dict
 
     def accumulator(self, dtype):
         return np.dtype(dtype)
