@@ -48,24 +48,53 @@ def backward(trace, targets, wrt, nodes=None):
 
 
 def _sweep(trace, live, grads, relevant, wrt_ids):
+    bundles = {}                   # region var id -> {output index: cotangent}
     for node in reversed(live):
+        prim = node.prim
+        if prim.kind == "loop" and _region_part(trace, node, grads, bundles, relevant):
+            continue
         g = grads.get(node.out.id)
         if g is None:
             continue
-        if node.prim.kind == "loop":
-            raise UnsupportedError(at_user_line(
-                f"differentiating through a {node.prim.name} (a Jacobian computed in the "
-                "same function) is not supported; take second derivatives with jt.hessian"))
         if node.out.id not in wrt_ids:
             del grads[node.out.id]
         args = [Tracer._of(v, trace) if isinstance(v, Var) else v for v in node.inputs]
         out = Tracer._of(node.out, trace)
-        prim = node.prim
         # the nodes of this VJP are the backward of ``node``: its line, and its op
         trace.where = GradWhere(node.where, prim.name)
         inputs = [(k, v.id) for k, v in enumerate(node.inputs) if isinstance(v, Var)]
         for vid, ct in input_cotangents(prim, g, out, args, node.params, inputs, relevant):
             _accumulate(grads, vid, traced(trace, ct))
+
+
+def _region_part(trace, node, grads, bundles, relevant):
+    """A loop's part in the backward sweep: an output's cotangent is kept for its
+    region, and the region's record differentiates it with all of them at once
+    (``region_vjp``). A loop without one (a Jacobian's) raises where a cotangent reaches
+    it: taking it for a constant would give a zero gradient. True when handled."""
+    output = node.prim.projects
+    region = node.inputs[0].node if output else node
+    if region.prim.region_vjp is None:
+        if grads.get(node.out.id) is None:
+            return True
+        raise UnsupportedError(at_user_line(
+            f"differentiating through a {node.prim.name} (a Jacobian computed in the "
+            "same function) is not supported; take second derivatives with jt.hessian"))
+    if output:
+        g = grads.pop(node.out.id, None)
+        if g is not None:
+            found = bundles.setdefault(region.out.id, {})
+            k = node.params["index"]
+            found[k] = g if k not in found else ops.add(found[k], g)
+        return True
+    cts = bundles.pop(node.out.id, None)
+    if cts:
+        trace.where = GradWhere(node.where, node.prim.name)
+        for k, ct in region.prim.region_vjp(trace, node, cts):
+            v = node.inputs[k]
+            if isinstance(v, Var) and v.id in relevant:
+                _accumulate(grads, v.id, traced(trace, ct))
+    return True
 
 
 def traced(trace, ct):

@@ -14,39 +14,14 @@ import operator
 
 import numpy as np
 
-from . import ir, ops, tree
+from . import ir, ops, regions, tree
 from .autodiff import backward
-from .ops.core import Aval, OpRecord, record_traced
+from .ops.core import Aval, record_traced
+from .regions import LoopPart, lower_nothing
 from .errors import at_user_line
-from .recording import ACTIVE_TAPES
+from .recording import ACTIVE_TAPES, current_trace
 from .tensor import Tensor
 from .trace import Tracer
-
-
-class LoopPart(OpRecord):
-    """A part of a generated loop; not a registry primitive: users never apply it.
-
-    ``role``: ``index`` (the loop's index while the body is traced), ``seed`` (the
-    one-hot cotangent at the index), ``region`` (the loop: ``params["body"]``, an
-    ``ir.Graph``, and ``params["count"]``, its trip count) or ``output`` (output
-    ``params["index"]`` of a region, stacked over the trip count)."""
-
-    kind = "loop"
-    differentiable = False
-    foldable = False             # never computed while tracing, even without traced inputs
-
-    def __init__(self, name, role, abstract, lower, lower_cuda, regions=()):
-        self.name = name
-        self.role = role
-        self.abstract = abstract
-        self.regions = regions
-        self.lowerings = {"cpu": lower, "cuda": lower_cuda}
-
-
-def _lower_nothing(ctx, node):
-    # the region's loop is emitted by codegen around its body, which writes the outputs'
-    # rows; nothing happens at the node's own position
-    return []
 
 
 def _lower_onehot(ctx, node):
@@ -62,13 +37,13 @@ def _cuda_onehot(ctx, node):
 
 
 LOOP_INDEX = LoopPart("loop_index", "index", lambda count: Aval((), "int64"),
-                      _lower_nothing, _lower_nothing)
+                      lower_nothing, lower_nothing)
 ONEHOT = LoopPart("onehot", "seed", lambda k, like: Aval(like.shape, like.dtype),
                   _lower_onehot, _cuda_onehot)
 JACOBIAN_LOOP = LoopPart("jacobian_loop", "region", lambda *captured, count, body: Aval((), "bool"),
-                         _lower_nothing, _lower_nothing, regions=("body",))
-LOOP_OUTPUT = LoopPart("loop_output", "output", None, _lower_nothing, _lower_nothing)
-RECORDS = (LOOP_INDEX, ONEHOT, JACOBIAN_LOOP, LOOP_OUTPUT)
+                         lower_nothing, lower_nothing, regions=("body",))
+LOOP_OUTPUT = LoopPart("loop_output", "output", None, lower_nothing, lower_nothing)
+RECORDS = (LOOP_INDEX, ONEHOT, JACOBIAN_LOOP, LOOP_OUTPUT) + regions.RECORDS
 
 
 def has_loop(nodes):
@@ -171,18 +146,43 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
 # ---------------------------------------------------------------------------
 # loops and branches with JAX's interface
 #
-# Eagerly they run as Python (tapes record each step). In a compiled function the trace
-# runs them the same way: each step of a loop becomes straight-line code, and a branch
-# on a traced value is a guard (the variant traced takes the branch the values take,
-# another call taking the other branch traces that one), as a Python loop or ``if``
-# would. Their results, carries and gradients are JAX's.
+# Eagerly they run as Python (tapes record each step). In a compiled function for the
+# CPU, ``scan`` and ``fori_loop`` trace their body once into a region
+# (``regions.py``): a loop in the generated code, whatever the trip count. Elsewhere
+# (the CUDA target, a loop inside another loop's body, a tape recording inside the
+# compiled function) each step becomes straight-line code. A branch on a traced value
+# is a guard (the variant traced takes the branch the values take, another call taking
+# the other branch traces that one), as a Python ``if`` would; in a loop body, where
+# there is one trace for every step, it raises and names jt.cond. Their results,
+# carries and gradients are JAX's.
 
 def _leaf_type(x):
-    if isinstance(x, (bool, int, float)) and not isinstance(x, Tensor):
-        return type(x).__name__
+    """``(dtype name, shape)`` of a carry leaf; a Python number is weak, as in JAX:
+    ``(kind, ())``, which a 0-d array of that kind (``"f"``, ``"i"``, ``"b"``) matches."""
+    if isinstance(x, (bool, int, float)) and not isinstance(x, (Tensor, np.generic)):
+        return ("b" if isinstance(x, bool) else "i" if isinstance(x, int) else "f"), ()
+    if isinstance(x, Tracer):                   # (its ``shape`` would mark the trace)
+        return x.dtype.name, tuple(int(d) for d in x._var.shape)
     shape = tuple(int(d) for d in getattr(x, "shape", np.shape(x)))
     dtype = getattr(x, "dtype", None)
-    return f"{np.dtype(dtype if dtype is not None else np.asarray(x).dtype).name}{list(shape)}"
+    return np.dtype(dtype if dtype is not None else np.asarray(x).dtype).name, shape
+
+
+def _type_text(t):
+    name, shape = t
+    if len(name) == 1:
+        return {"b": "bool", "i": "int", "f": "float"}[name]
+    return f"{name}{list(shape)}"
+
+
+def _same_type(a, b):
+    if a == b:
+        return True
+    (na, sa), (nb, sb) = a, b
+    if len(na) == 1 or len(nb) == 1:           # a Python number: a 0-d array of its kind
+        kinds = [n if len(n) == 1 else np.dtype(n).kind.replace("u", "i") for n in (na, nb)]
+        return sa == sb == () and kinds[0] == kinds[1]
+    return False
 
 
 def _check_carry(what, init, new, step):
@@ -194,9 +194,10 @@ def _check_carry(what, init, new, step):
             f"{what}: the body returned a carry of another structure at step {step} "
             f"({tree.structure(new)!r}, expected {tree.structure(init)!r})"))
     for k, (a, b) in enumerate(zip(leaves, new_leaves)):
-        if _leaf_type(a) != _leaf_type(b):
+        ta, tb = _leaf_type(a), _leaf_type(b)
+        if not _same_type(ta, tb):
             raise TypeError(at_user_line(
-                f"{what}: carry leaf {k} changed from {_leaf_type(a)} to {_leaf_type(b)} "
+                f"{what}: carry leaf {k} changed from {_type_text(ta)} to {_type_text(tb)} "
                 f"at step {step}; a carry keeps its shape and dtype (cast it in the body)"))
 
 
@@ -222,24 +223,83 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     for x in x_leaves:
         if isinstance(x, Tracer):          # the trip count is a size: the trace holds for it only
             x._trace.reads_sizes = True
+    trace = current_trace()
+    unroll = n if unroll is True else max(int(unroll), 1)
+    if regions.compiles_as_loop(trace) and unroll < n:
+        return _scan_region(trace, f, init, xs, x_leaves, x_def, n, reverse, unroll)
+    return _scan_steps(f, init, x_leaves, x_def, range(n - 1, -1, -1) if reverse else range(n))
+
+
+def _scan_steps(f, init, x_leaves, x_def, steps, first=0):
+    """The scan's steps ``steps`` (element indices, in order) one after the other:
+    ``(carry, {index: y})``."""
     carry = init
-    ys = [None] * n
-    for step, t in enumerate(range(n - 1, -1, -1) if reverse else range(n)):
+    ys = {}
+    for step, t in enumerate(steps, first):
         x = tree.unflatten(x_def, [leaf[t] for leaf in x_leaves]) if x_leaves else None
         new, ys[t] = f(carry, x)
         _check_carry("scan", carry, new, step)
         carry = new
+    return carry, _stack_ys([ys[t] for t in sorted(ys)])
+
+
+def _stack_ys(ys):
     y_leaves = [tree.flatten(y)[0] for y in ys]
     y_def = tree.flatten(ys[0])[1]
     stacked = [ops.stack([leaves[j] for leaves in y_leaves]) for j in range(len(y_leaves[0]))]
-    return carry, (tree.unflatten(y_def, stacked) if stacked else ys[0])
+    return tree.unflatten(y_def, stacked) if stacked else ys[0]
+
+
+def _scan_region(trace, f, init, xs, x_leaves, x_def, n, reverse, unroll):
+    """A compiled scan: a region whose body runs ``unroll`` steps of ``f``, over
+    ``n // unroll`` iterations; the ``n % unroll`` last elements run as straight code
+    (first, for a reverse scan)."""
+    check = lambda a, b: _check_carry("scan", a, b, 0)        # noqa: E731
+    if unroll == 1:
+        return regions.traced_scan(trace, f, init, xs, n, reverse, check)
+    blocks = n // unroll
+    rolled = blocks * unroll
+    lead = [ops.reshape(leaf[:rolled], (blocks, unroll) + tuple(np.shape(leaf)[1:]))
+            if not isinstance(leaf, Tracer) else
+            ops.reshape(leaf[:rolled], (blocks, unroll) + tuple(leaf._var.shape[1:]))
+            for leaf in x_leaves]
+    inner = range(unroll - 1, -1, -1) if reverse else range(unroll)
+
+    def steps(carry, block):
+        return _scan_steps(f, carry, tree.flatten(block)[0] if x_leaves else [], x_def, inner)
+
+    rest = range(rolled, n)
+    carry, tail = init, None
+    if reverse and rest:
+        carry, tail = _scan_steps(f, carry, x_leaves, x_def, reversed(rest))
+    carry, ys = regions.traced_scan(trace, steps, carry,
+                                    tree.unflatten(x_def, lead) if x_leaves else None,
+                                    blocks, reverse, check)
+    if not reverse and rest:
+        carry, tail = _scan_steps(f, carry, x_leaves, x_def, rest)
+    if ys is None:
+        return carry, None
+    ys = tree.map_leaves(lambda y: ops.reshape(y, (rolled,) + tuple(y._var.shape[2:])), ys)
+    if tail is not None:
+        leaves, y_def = tree.flatten(ys)
+        ys = tree.unflatten(y_def, [ops.concatenate([a, b])
+                                    for a, b in zip(leaves, tree.flatten(tail)[0])])
+    return carry, ys
 
 
 def fori_loop(lower, upper, body, init):
     """``body(i, carry) -> carry`` for ``i`` in ``range(lower, upper)`` (Python ints, as
     the bounds must be here), as ``jax.lax.fori_loop``."""
+    lower, upper = operator.index(lower), operator.index(upper)
+    trace = current_trace()
+    if regions.compiles_as_loop(trace) and upper - lower > 1:
+        # a scan over the indices: the body's ``i`` is a traced int64 scalar
+        carry, _ = regions.traced_scan(
+            trace, lambda c, i: (body(i, c), None), init, np.arange(lower, upper),
+            upper - lower, False, lambda a, b: _check_carry("fori_loop", a, b, 0))
+        return carry
     carry = init
-    for step, i in enumerate(range(operator.index(lower), operator.index(upper))):
+    for step, i in enumerate(range(lower, upper)):
         new = body(i, carry)
         _check_carry("fori_loop", carry, new, step)
         carry = new

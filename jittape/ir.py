@@ -498,9 +498,10 @@ class Graph:
                 lines.append(BACKWARD_MARK)
             where = node.where_text()
             text = node.text(sizes)
-            for name in node.prim.regions:     # the body, indented, its index named first
+            for name in node.prim.regions:     # the body, indented, its own inputs named first
                 body = node.params[name]
-                text += f" over {body.inputs[0]!r} {{"
+                own = body.inputs[:node.prim.bound(node)[0]]
+                text += f" over {', '.join(repr(v) for v in own)} {{"
             lines.append(indent + text + (f"    # {where}" if where else ""))
             for name in node.prim.regions:
                 body = node.params[name]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from jittape.errors import TracerError, UnsupportedError
 
 
 def _rnn(w, xs):
@@ -119,3 +120,162 @@ def test_cond_and_switch_run_one_branch_eager_and_compiled():
         np.testing.assert_allclose(jt.grad(lambda x: jt.sum(g(x, k)))(x), want, rtol=1e-12)
     with pytest.raises(TypeError, match="scalar"):
         jt.cond(np.array([True, False]), lambda: 1, lambda: 2)
+
+
+# -- compiled loops are loops: one region, whatever the trip count -------------------
+
+def _check_all_paths(loss, args, rtol=1e-6):
+    """Eager tape = no-JIT generated Python = compiled = central finite differences for
+    value_and_grad of ``loss`` with respect to every argument."""
+    argnums = tuple(range(len(args)))
+    vg = jt.value_and_grad(loss, argnums=argnums)
+    value, grads = vg(*args)
+    tensors = [jt.constant(a) for a in args]
+    with jt.GradientTape() as tape:
+        tape.watch(tensors)
+        eager_value = loss(*tensors)
+    eager = tape.gradient(eager_value, tensors)
+    python = vg.lower(*args).python(*args)
+    np.testing.assert_allclose(value, float(eager_value), rtol=1e-12)
+    np.testing.assert_allclose(python[0], value, rtol=1e-12)
+    for k, a in enumerate(args):
+        np.testing.assert_allclose(grads[k], eager[k].numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(python[1 + k], grads[k], rtol=1e-10, atol=1e-12)
+        numeric = _numeric(lambda z: loss(*[z if j == k else b for j, b in enumerate(args)]), a)
+        np.testing.assert_allclose(grads[k], numeric, rtol=rtol, atol=1e-8)
+
+
+def _scans(graph):
+    return sum(1 for n in graph.all_nodes() if n.prim.name == "scan")
+
+
+def test_a_compiled_scan_is_one_region_whatever_its_length():
+    w = np.eye(3) * 0.3
+    sizes = []
+    for n in (3, 300):
+        graph = jt.value_and_grad(_rnn).lower(w, np.ones((n, 2, 3))).ir
+        assert _scans(graph) == 2                    # the forward loop and its VJP
+        sizes.append(len(list(graph.all_nodes())))
+    assert sizes[0] == sizes[1]
+
+
+RNG = np.random.default_rng(5)
+W = RNG.normal(size=(3, 3)) * 0.5
+XS = RNG.normal(size=(7, 2, 3))
+H0 = RNG.normal(size=(2, 3))
+
+
+def _pytree_reverse(w, xs, h0):
+    def step(c, x):
+        h, s = c
+        h = jt.tanh(h @ w + x)
+        return (h, s + jt.mean(h)), {"a": h * 2.0, "b": jt.sum(h)}
+    (h, s), ys = jt.scan(step, (h0, 0.0), xs, reverse=True)
+    return jt.sum(h * h) + s + jt.sum(ys["a"][2]) + jt.sum(ys["b"] * ys["b"])
+
+
+def _no_xs(w, h0):
+    def step(h, _):
+        return jt.sin(h @ w), None
+    h, ys = jt.scan(step, h0, None, length=5)
+    assert ys is None
+    return jt.sum(h * h * h)
+
+
+def _unrolled(w, xs, h0, unroll=3, reverse=False):
+    def step(h, x):
+        h = jt.tanh(h @ w + x)
+        return h, h[0]
+    h, ys = jt.scan(step, h0, xs, unroll=unroll, reverse=reverse)
+    return jt.sum(h * h) + jt.sum(ys * np.arange(3.0))
+
+
+def _fori(w, xs, h0):
+    def body(i, h):
+        return jt.tanh(h @ w + xs[i] * i)       # a traced index into a captured array
+    return jt.sum(jt.fori_loop(1, 6, body, h0) ** 2)
+
+
+def _int_carry(w, h0):
+    def step(c, _):
+        h, k = c
+        return (jt.tanh(h @ w) * (1.0 + 0.1 * jt.cast(k, jt.float64)), k + 1), k
+    (h, k), ks = jt.scan(step, (h0, np.int64(0)), None, length=4)
+    return jt.sum(h * h) + jt.cast(k + jt.sum(ks), jt.float64)
+
+
+def _nested(w, xs, h0):
+    def outer(h, x):
+        inner, _ = jt.scan(lambda g, _: (jt.tanh(g @ w + x), None), h, None, length=2)
+        return inner, None
+    h, _ = jt.scan(outer, h0, xs)
+    return jt.sum(h * h)
+
+
+@pytest.mark.parametrize("loss, args", [
+    (_pytree_reverse, (W, XS, H0)),
+    (_no_xs, (W, H0)),
+    (_unrolled, (W, XS, H0)),
+    (lambda w, xs, h0: _unrolled(w, xs, h0, unroll=2, reverse=True), (W, XS, H0)),
+    (_fori, (W, XS, H0)),
+    (_int_carry, (W, H0)),
+    (_nested, (W, XS, H0)),
+], ids=["pytree-reverse", "no-xs", "unroll", "unroll-reverse", "fori", "int-carry", "nested"])
+def test_compiled_loops_agree_with_eager_python_and_finite_differences(loss, args):
+    _check_all_paths(loss, args)
+
+
+def test_hessian_through_a_scan():
+    xs = XS[:, :1]
+
+    def f(h0):
+        h, _ = jt.scan(lambda h, x: (jt.tanh(h @ W + x), None), h0, xs)
+        return jt.sum(h * h)
+
+    h0 = H0[:1]
+    hess = np.asarray(jt.hessian(f)(h0)).reshape(3, 3)
+    g = jt.grad(f)
+    numeric = np.stack([(np.asarray(g(h0 + e)) - np.asarray(g(h0 - e))).ravel() / 2e-6
+                        for e in np.eye(3)[:, None, :] * 1e-6])
+    np.testing.assert_allclose(hess, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_a_python_branch_in_a_compiled_loop_body_names_cond():
+    def f(x):
+        def step(c, v):
+            if jt.sum(c) > 0:                       # one trace for every step: no guard
+                return c + v, None
+            return c - v, None
+        return jt.scan(step, x, np.ones((3, 2)))[0]
+
+    with pytest.raises(TracerError, match="jt.cond"):
+        jt.function(f)(np.ones(2))
+
+
+def test_a_variable_assigned_or_a_draw_in_a_compiled_loop_body_is_an_error():
+    v = jt.Variable(np.zeros(2))
+
+    def assigns(x):
+        def step(c, _):
+            v.assign(c)
+            return c + 1.0, None
+        return jt.scan(step, x, None, length=3)[0]
+
+    with pytest.raises(UnsupportedError, match="variable assigned in a loop body"):
+        jt.function(assigns)(np.ones(2))
+
+    def draws(x):
+        return jt.scan(lambda c, _: (c + jt.random.normal((2,)), None), x, None, length=3)[0]
+
+    with pytest.raises(UnsupportedError, match="random draw"):
+        jt.function(draws)(np.ones(2))
+
+
+def test_a_python_number_carry_takes_the_dtype_of_the_body():
+    def f(x):
+        return jt.scan(lambda s, v: (s + jt.sum(v), None), 0.0, x)[0]
+
+    x = np.ones((4, 3), np.float32)
+    out = jt.function(f)(x)
+    assert out.dtype == np.float32 and float(out) == 12.0
+    np.testing.assert_allclose(jt.grad(f)(x), np.ones((4, 3)))

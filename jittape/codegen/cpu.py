@@ -30,7 +30,7 @@ import numpy as np
 
 from jittape.errors import NumericsError, OutOfRange, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, reshape, scratch,
+    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, put, reshape, scratch,
     slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
@@ -54,6 +54,7 @@ class Context:
         self.check_numerics = graph.check_numerics
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
+        self._projections = None
         # literal sizes the kernel checks equal to an input's size on entry (passes/sizes:
         # the 10 of a one-hot constant against the classes of a bias)
         self.checked = {}
@@ -74,6 +75,21 @@ class Context:
         if not isinstance(d, ir.Dim) and int(d) in self.checked:
             return names.expr_code(self.checked[int(d)])
         return names.size_code(d)
+
+    def block(self, nodes, live_out):
+        """The lines computing ``nodes`` (a loop body's), fused and scheduled as the
+        graph's own; ``live_out``: the ids of the values read after them."""
+        return _emit(self, self.graph, nodes, live_out, reuse_buffers=False)
+
+    def projected(self, region):
+        """The indices of ``region``'s outputs that the graph reads (its ``scan_output``
+        nodes)."""
+        if self._projections is None:
+            self._projections = {}
+            for n in self.graph.all_nodes():
+                if n.prim.kind == "loop" and n.prim.projects:
+                    self._projections.setdefault(n.inputs[0].id, set()).add(n.params["index"])
+        return self._projections.get(region.out.id, set())
 
     def link(self, helper, key):
         """Say that the code calls runtime helper ``helper`` (an ``external``, see
@@ -159,7 +175,7 @@ def generate(graph, name, version):
         rows = {row.id for _, row in loop.stacks if isinstance(row, Var)}
         inner = _emit(ctx, graph, loop.body, rows | _reads(loop.after), reuse_buffers=False)
         for out, row in loop.stacks:
-            inner.append(f"{names.value_name(out.out)}[{k}] = {ctx.name(row)}")
+            inner.append(f"put({names.value_name(out.out)}, {k}, {ctx.name(row)})")
         body += ["    " + line for line in inner]
         body += _emit(ctx, graph, loop.after, outputs, reuse_buffers=False)
     outs = [(f"{ctx.name(v)}.copy()" if _aliases_argument(ctx, v) else ctx.name(v))

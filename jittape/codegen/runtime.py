@@ -323,3 +323,55 @@ def _lower_reshape(context, builder, sig, args):
     populate_array(out, data=ary.data, shape=dims, strides=strides, itemsize=ary.itemsize,
                    meminfo=ary.meminfo, parent=ary.parent)
     return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
+
+
+def put(stack, t, value):
+    """``stack[t] = value`` for a C-ordered ``stack`` and a ``value`` of the shape of
+    ``stack[t]`` (or a scalar, for a 1-d stack): how loops store one step's value.
+    Numba's own ``stack[t] = value`` compiles its broadcasting assignment into every
+    kernel, seconds of compile for a copy; this is a ``memcpy`` (a contiguous copy of a
+    value of another layout first)."""
+    stack[t] = value
+
+
+@type_callable(put)
+def _type_put(context):
+    def typer(stack, t, value):
+        if not (isinstance(stack, types.Array) and stack.layout == "C"
+                and isinstance(t, types.Integer)):
+            return None
+        if _is_scalar(value) and stack.ndim == 1:
+            return types.none
+        if (isinstance(value, types.Array) and value.ndim == stack.ndim - 1
+                and value.dtype == stack.dtype):
+            return types.none
+    return typer
+
+
+def _contiguous(a):
+    return np.ascontiguousarray(a)
+
+
+@lower_builtin(put, types.Array, types.Integer, types.Any)
+def _lower_put(context, builder, sig, args):
+    stackty, tty, valuety = sig.args
+    stack = make_array(stackty)(context, builder, args[0])
+    t = context.cast(builder, args[1], tty, types.intp)
+    if not isinstance(valuety, types.Array):
+        value = context.cast(builder, args[2], valuety, stackty.dtype)
+        store_item(context, builder, stackty, value, builder.gep(stack.data, [t]))
+        return context.get_dummy_value()
+    source = args[2]
+    if valuety.layout != "C":
+        contig = types.Array(valuety.dtype, valuety.ndim, "C")
+        source = context.compile_internal(builder, _contiguous, signature(contig, valuety),
+                                          [source])
+        valuety = contig
+    value = make_array(valuety)(context, builder, source)
+    row = cgutils.unpack_tuple(builder, stack.strides)[0]
+    start = builder.gep(builder.bitcast(stack.data, cgutils.voidptr_t), [builder.mul(t, row)])
+    cgutils.raw_memcpy(builder, start, builder.bitcast(value.data, cgutils.voidptr_t),
+                       builder.mul(value.nitems, value.itemsize), 1)
+    if source is not args[2]:
+        context.nrt.decref(builder, valuety, source)
+    return context.get_dummy_value()

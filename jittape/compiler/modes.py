@@ -106,6 +106,7 @@ class Modes:
         self._stats["traces"] += 1
         kinds = key[1]
         trace = Trace(self.name)
+        trace.target = self.target
         trace.reads_sizes = self._size_keyed        # keyed on exact sizes: valid for those only
         diff_inputs = []                   # (argnum, tracer) of differentiated leaves
         diff = self._diff(len(args)) if self.argnums else ()

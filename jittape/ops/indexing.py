@@ -124,8 +124,9 @@ def parse_index(index):
             raise UnsupportedError(at_user_line("getitem: a bare boolean index is not supported"))
         elif isinstance(item, (int, np.integer)):
             spec.append(("int", int(item)))
-        elif isinstance(item, Tensor) and item.ndim == 0 and item.dtype.kind in "iu":
-            spec.append(("int", int(item)))
+        elif (isinstance(item, Tensor) and item._value is not None and item.ndim == 0
+              and item.dtype.kind in "iu"):
+            spec.append(("int", int(item)))       # (a traced one: a 0-d index array)
         else:
             for arr in _as_index_array(item):
                 spec.append(("array", len(arrays)))

@@ -7,27 +7,50 @@ from .simplify import simplify  # noqa: F401
 from .sizes import canonical_sizes  # noqa: F401
 from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
-from ..ir import Var
+from ..ir import Graph, Var
 
 
 def optimize(graph):
     """The passes every compiled graph goes through, in order; a region's body goes
-    through them first, on its own (its nodes depend on the loop's index, so nothing
-    of it merges with the nodes around it)."""
-    graph = canonical_sizes(graph)
+    through them first, on its own (its nodes depend on the loop's values, so nothing
+    of it merges with the nodes around it), once the outputs of the region that
+    nothing reads are dropped from it."""
+    graph = dce(canonical_sizes(graph))
+    _optimize_regions(graph)
+    return dce(cse(simplify(graph)))
+
+
+def _optimize_regions(graph):
+    """Optimize the bodies of ``graph``'s regions in place (inner regions first); a
+    region's inputs become the outer values its bodies still read."""
+    used = {}
+    for node in graph.all_nodes():
+        if node.prim.kind == "loop" and node.prim.projects:
+            used.setdefault(node.inputs[0].id, set()).add(node.params["index"])
     for node in graph.nodes:
-        if node.prim.regions:
-            _optimize_regions(node)
-    return dce(cse(simplify(dce(graph))))
-
-
-def _optimize_regions(node):
-    """Optimize the node's bodies in place; its inputs become the outer values they
-    still read."""
-    read, made = set(), set()
-    for name in node.prim.regions:
-        body = node.params[name] = dce(cse(simplify(dce(node.params[name]))))
-        made |= {body.inputs[0].id} | {n.out.id for n in body.all_nodes()}
-        read |= {v.id for n in body.all_nodes() for v in n.var_inputs()}
-        read |= {v.id for v in body.outputs if isinstance(v, Var)}
-    node.inputs = [v for v in node.inputs if not isinstance(v, Var) or v.id in read - made]
+        if not node.prim.regions:
+            continue
+        own, feeds = node.prim.bound(node)
+        read, made = set(), set()
+        for name in node.prim.regions:
+            body = node.params[name]
+            drop = set(node.prim.droppable(node)) - used.get(node.out.id, set())
+            if drop:                              # per-step values nothing reads: not kept
+                body = Graph(body.inputs, body.consts, body.nodes,
+                             [None if j in drop else v for j, v in enumerate(body.outputs)],
+                             body.name, body.checks, body.exact_sizes)
+            body = dce(cse(simplify(dce(body))))
+            _optimize_regions(body)
+            node.params[name] = body
+            made |= {v.id for v in body.inputs[:own]} | {n.out.id for n in body.all_nodes()}
+            read |= {v.id for n in body.all_nodes() for v in n.var_inputs()}
+            read |= {v.id for v in body.outputs if isinstance(v, Var)}
+        captured = [k for k in range(feeds, len(node.inputs))
+                    if not isinstance(node.inputs[k], Var) or node.inputs[k].id in read - made]
+        for name in node.prim.regions:            # the body's captured inputs follow the node's
+            body = node.params[name]
+            node.params[name] = Graph(
+                body.inputs[:own] + [body.inputs[own - feeds + k] for k in captured],
+                body.consts, body.nodes, body.outputs, body.name, body.checks,
+                body.exact_sizes)
+        node.inputs = node.inputs[:feeds] + [node.inputs[k] for k in captured]

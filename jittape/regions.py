@@ -1,0 +1,379 @@
+"""Loops compiled as loops: in a compiled function, ``jt.scan`` is one region node.
+
+The body is traced once, on placeholders for the carry and for one element of each
+``xs`` (``LOOP_VALUE`` nodes, which have no value while tracing). The nodes that depend
+on a placeholder become the region's body, an ``ir.Graph``; the others read only values
+from outside the loop and stay before it, computed once (loop-invariant code moves out
+by construction). The generated code runs the body in a loop, so neither the trace, the
+passes nor the compile grow with the trip count.
+
+A region's parts:
+
+- ``scan``: inputs ``init + xs + captured``, parameters ``body`` (inputs: the carry's
+  placeholders, the elements' placeholders, then the captured outer values; outputs:
+  the new carry, then the per-step values ``ys``), ``length``, ``reverse``,
+  ``carries`` and ``xs`` (how many of each);
+- ``scan_output``: output ``index`` of a region: a final carry, or a ``y`` stacked over
+  the steps (``length`` first).
+
+Reverse mode (``scan_vjp``): the VJP of a scan is a scan in the other direction. The
+body's own VJP rules run once on the body (``autodiff.backward``, seeded with
+placeholders for the carry's and the ``y``'s cotangents); the backward nodes that read
+a value of the forward body form the backward body, and each forward value they read is
+a residual: the forward region outputs it stacked over the steps (a new ``scan_output``)
+and the backward region reads one step of it. The cotangents of the captured values are
+carries of the backward loop, summed step by step.
+"""
+
+import numpy as np
+
+from . import ir, ops, tree
+from .autodiff import backward
+from .errors import TracerError, UnsupportedError, at_user_line
+from .ir import Var
+from .ops.core import Aval, OpRecord
+from .trace import RandomDraw, Tracer
+
+
+class LoopPart(OpRecord):
+    """A part of a generated loop; not a registry primitive: users never apply it.
+
+    ``role``: ``index`` (the Jacobian loop's index while its body is traced), ``bound``
+    (a scan's per-step value while its body is traced), ``seed`` (the one-hot cotangent
+    at the index), ``region``/``scan`` (a loop: ``params["body"]``, an ``ir.Graph``),
+    ``output``/``scan_output`` (output ``params["index"]`` of a region).
+    ``region_vjp(trace, node, cotangents)``, where set, differentiates a region."""
+
+    kind = "loop"
+    differentiable = False
+    foldable = False             # never computed while tracing, even without traced inputs
+    region_vjp = None
+
+    def __init__(self, name, role, abstract, lower, lower_cuda, regions=(), impl=None):
+        self.name = name
+        self.role = role
+        self.projects = role in ("output", "scan_output")   # output params["index"] of a region
+        self.abstract = abstract
+        self.regions = regions
+        self.impl = impl
+        self.lowerings = {"cpu": lower, "cuda": lower_cuda}
+
+    def bound(self, node):
+        """How many of the body's first inputs are the loop's own per-step values (the
+        rest are captured outer values, also the node's last inputs), and how many of
+        the node's first inputs feed them."""
+        if self.role == "scan":
+            n = node.params["carries"] + node.params["xs"]
+            return n, n
+        return 1, 0
+
+    def droppable(self, node):
+        """The body outputs the loop need not compute when nothing reads them: a scan's
+        per-step values (not its carries, which the next step reads)."""
+        if self.role == "scan":
+            return range(node.params["carries"], len(node.params["body"].outputs))
+        return ()
+
+
+def lower_nothing(ctx, node):
+    """The lowering of a part that the loop around it emits."""
+    return []
+
+
+def _no_value(**params):
+    raise TracerError(at_user_line(
+        "a Python branch (if, while, bool()) on a value computed from a loop's carry or "
+        "element: a jt.scan / jt.fori_loop body is traced once for every step, so it "
+        "cannot take a branch per step. Use jt.cond or jt.switch (or jt.where to choose "
+        "between values)"))
+
+
+LOOP_VALUE = LoopPart("loop_value", "bound", lambda shape, dtype, slot: Aval(shape, dtype),
+                      lower_nothing, lower_nothing, impl=_no_value)
+
+
+def _fresh(body, v):
+    """Whether body output ``v`` is an array the body made for itself (not an input, a
+    captured value or a view of one): the loop's final carry may be returned as it is."""
+    if not isinstance(v, Var) or v.node is None:
+        return False
+    made = {n.out.id for n in body.nodes}
+    return v.id in made and "cpu" not in v.node.prim.aliases
+
+
+def _lower_scan(ctx, node):
+    p = node.params
+    body, nc, nx, n = p["body"], p["carries"], p["xs"], p["length"]
+    region = ctx.name(node.out)
+    carries, elements = body.inputs[:nc], body.inputs[nc:nc + nx]
+    new, ys = body.outputs[:nc], body.outputs[nc:]
+    used = ctx.projected(node)
+    lines = [f"{ctx.name(c)} = {ctx.name(v)}" for c, v in zip(carries, node.inputs[:nc])]
+    for j, y in enumerate(ys):
+        if isinstance(y, Var) and nc + j in used:
+            lines.append(f"{region}_{nc + j} = empty({ctx.shape((n,) + tuple(y.shape))}, "
+                         f"{ctx.dtype(y.dtype)})")
+    t = ctx.tmp("step")
+    steps = f"range({n - 1}, -1, -1)" if p["reverse"] else f"range({n})"
+    lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
+    inner = [f"{ctx.name(x)} = {ctx.name(v)}[{t}]"
+             for x, v in zip(elements, node.inputs[nc:nc + nx])]
+    stacked = [(j, y) for j, y in enumerate(ys) if isinstance(y, Var) and nc + j in used]
+    live = {v.id for v in new if isinstance(v, Var)} | {y.id for _, y in stacked}
+    inner += ctx.block(body.nodes, live)
+    inner += [f"put({region}_{nc + j}, {t}, {ctx.name(y)})" for j, y in stacked]
+    if nc == 1:
+        inner.append(f"{ctx.name(carries[0])} = {ctx.name(new[0])}")
+    elif nc:
+        inner.append(", ".join(ctx.name(c) for c in carries) + " = "
+                     + ", ".join(ctx.name(v) for v in new))
+    lines += ["    " + line for line in inner]
+    for j, (c, v) in enumerate(zip(carries, new)):
+        if j in used:
+            copy = ".copy()" if c.ndim and not _fresh(body, v) else ""
+            lines.append(f"{region}_{j} = {ctx.name(c)}{copy}")
+    return lines
+
+
+def _lower_output(ctx, node):
+    return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}_{node.params['index']}"]
+
+
+def _scan_abstract(*inputs, body, length, reverse, carries, xs):
+    return Aval((), "bool")
+
+
+SCAN = LoopPart("scan", "scan", _scan_abstract, _lower_scan, None, regions=("body",))
+SCAN_OUTPUT = LoopPart("scan_output", "scan_output", None, _lower_output, None)
+RECORDS = (LOOP_VALUE, SCAN, SCAN_OUTPUT)
+
+
+def compiles_as_loop(trace):
+    """Whether a scan in ``trace`` becomes a region: on the CPU target, outside another
+    scan's body (an inner loop is traced step by step: a residual of a nested region
+    would need the outer body rewritten) and with no tape recording inside the compiled
+    function (a tape records ops one by one)."""
+    from .recording import thread_tapes
+    return (trace is not None and trace.target == "cpu" and not trace.loop_depth
+            and not thread_tapes())
+
+
+def _slot(trace, shape, dtype, k):
+    return Tracer._of(trace._node(LOOP_VALUE, [], {"shape": tuple(shape),
+                                                   "dtype": np.dtype(dtype), "slot": k}), trace)
+
+
+def _cut(trace, start, local):
+    """Take the nodes recorded since ``start`` that depend on a value whose id is in
+    ``local`` out of the trace; the others stay (they run once, before the loop).
+    Returns the taken nodes and the ids of the values outside them that they read."""
+    added = trace.nodes[start:]
+    inside = set(local)
+    body, stay, reads = [], [], set()
+    for node in added:
+        if node.prim is LOOP_VALUE:
+            continue
+        ins = node.var_inputs()
+        if any(v.id in inside for v in ins):
+            inside.add(node.out.id)
+            body.append(node)
+            reads.update(v.id for v in ins)
+        else:
+            stay.append(node)
+    del trace.nodes[start:]
+    trace.nodes.extend(stay)
+    return body, reads
+
+
+def _region(trace, body_nodes, carries, elements, ys, length, reverse, where=None):
+    """Record a scan region and its outputs: ``carries`` are (placeholder, initial
+    value, new value) triples, ``elements`` (placeholder, stacked outer value) pairs, ``ys``
+    the body's per-step values. Returns the outputs' Vars: final carries, stacked ys."""
+    bound = [c for c, _, _ in carries] + [x for x, _ in elements]
+    outputs = [new for _, _, new in carries] + list(ys)
+    made = {n.out.id for n in body_nodes} | {v.id for v in bound}
+    captured, seen = [], set()
+    for v in [v for n in body_nodes for v in n.var_inputs()] + [v for v in outputs
+                                                                 if isinstance(v, Var)]:
+        if v.id not in made and v.id not in seen:
+            seen.add(v.id)
+            captured.append(v)
+    graph = ir.Graph(bound + captured, [], body_nodes, outputs, name="scan_body",
+                     checks=trace.checks)
+    inputs = [init for _, init, _ in carries] + [xs for _, xs in elements] + captured
+    params = {"body": graph, "length": length, "reverse": reverse,
+              "carries": len(carries), "xs": len(elements)}
+    saved, trace.where = trace.where, where if where is not None else trace.where
+    try:
+        region = trace._node(SCAN, inputs, params, Aval((), "bool"))
+        outs = []
+        for j, v in enumerate(outputs):
+            shape = tuple(v.shape) if j < len(carries) else (length,) + tuple(v.shape)
+            outs.append(trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(shape, v.dtype)))
+    finally:
+        trace.where = saved
+    return outs
+
+
+def traced_scan(trace, f, init, xs, length, reverse, check_carry):
+    """``jt.scan`` in ``trace``: the body traced once into a region (see the module's
+    docstring). ``check_carry(init, new)`` checks the carry the body returns."""
+    init_leaves, init_def = tree.flatten(init)
+    x_leaves, x_def = tree.flatten(xs)
+    inits = [trace.tracer(_operand(v)) for v in init_leaves]
+    stacked = [trace.tracer(_operand(v)) for v in x_leaves]
+    # a Python number's carry is weak (as a Python float is in the trace): it takes the
+    # dtype the body gives it, as in JAX; the body is traced again with that dtype
+    weak = {k for k, a in enumerate(init_leaves)
+            if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)}
+    found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, weak)
+    changed = [k for k in weak if found[2][k].dtype != inits[k].dtype]
+    if changed:
+        del trace.nodes[found[0]:]
+        inits = [ops.cast(t, found[2][k].dtype) if k in changed else t
+                 for k, t in enumerate(inits)]
+        found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, ())
+    start, slots, new_leaves, y_leaves, y_def, y = found
+    c_slots, x_slots = slots[:len(inits)], slots[len(inits):]
+    local = {t._var.id for t in slots}
+    body, _ = _cut(trace, start, local)
+    outs = _region(trace, body,
+                   [(c._var, i._var, v._var) for c, i, v in zip(c_slots, inits, new_leaves)],
+                   [(x._var, s._var) for x, s in zip(x_slots, stacked)],
+                   [v._var for v in y_leaves], length, reverse)
+    outs = [Tracer._of(v, trace) for v in outs]
+    carry = tree.unflatten(init_def, outs[:len(inits)])
+    ys = tree.unflatten(y_def, outs[len(inits):]) if y_leaves else y
+    return carry, ys
+
+
+def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, weak):
+    """Run ``f`` once on placeholders: (the position of its first node in the trace,
+    the placeholders, the new carry's leaves, the y's leaves and structure, the y)."""
+    start = len(trace.nodes)
+    c_slots = [_slot(trace, t._var.shape, t.dtype, k) for k, t in enumerate(inits)]
+    x_slots = [_slot(trace, t._var.shape[1:], t.dtype, len(inits) + k)
+               for k, t in enumerate(stacked)]
+    trace.weak.update(c_slots[k]._var.id for k in weak)
+    variables = {key: (st.value, st.assigned) for key, st in trace.variables.items()}
+    draws = sum(isinstance(d, RandomDraw) for d in trace.implicit)
+    trace.loop_depth += 1
+    try:
+        carry = tree.unflatten(init_def, c_slots)
+        x = tree.unflatten(x_def, x_slots) if stacked else None
+        out = f(carry, x)
+    finally:
+        trace.loop_depth -= 1
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(at_user_line("scan: the body must return a pair (carry, y)"))
+    new, y = out
+    check_carry(init, new)
+    if any(trace.variables.get(key) is not None and
+           (trace.variables[key].value, trace.variables[key].assigned) != state
+           for key, state in variables.items()) or any(
+               st.assigned for key, st in trace.variables.items() if key not in variables):
+        raise UnsupportedError(at_user_line(
+            "scan: a variable assigned in a loop body of a compiled function; return the "
+            "new value in the carry and assign it after the loop"))
+    if sum(isinstance(d, RandomDraw) for d in trace.implicit) != draws:
+        raise UnsupportedError(at_user_line(
+            "scan: a random draw in a loop body of a compiled function would be the same "
+            "at every step; draw all steps' values before the loop and pass them as xs"))
+    new_leaves = [trace.tracer(_operand(v)) for v in tree.flatten(new)[0]]
+    y_leaves, y_def = tree.flatten(y)
+    y_leaves = [trace.tracer(_operand(v)) for v in y_leaves]
+    return start, c_slots + x_slots, new_leaves, y_leaves, y_def, y
+
+
+def _operand(v):
+    """A carry or y leaf as an operand of the trace (a Python number: an array of its
+    NumPy type, as the eager ops make it)."""
+    return np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v
+
+
+def _floating(v):
+    return isinstance(v, Var) and v.dtype.kind in "fc"
+
+
+def scan_vjp(trace, node, cts):
+    """The cotangents of a scan region's inputs, as (input position, Tracer) pairs, for
+    the cotangents ``cts`` ({output index: Tracer}) of its outputs: a backward scan
+    (see the module's docstring)."""
+    p = node.params
+    body, nc, nx, n = p["body"], p["carries"], p["xs"], p["length"]
+    c_in, x_in, cap = body.inputs[:nc], body.inputs[nc:nc + nx], body.inputs[nc + nx:]
+    init, xs, outer_cap = node.inputs[:nc], node.inputs[nc:nc + nx], node.inputs[nc + nx:]
+    new, ys = body.outputs[:nc], body.outputs[nc:]
+    start = len(trace.nodes)
+    k = iter(range(1 << 30))
+    fc = [j for j in range(nc) if _floating(c_in[j])]
+    g_c = {j: _slot(trace, c_in[j].shape, c_in[j].dtype, next(k)) for j in fc}
+    g_y = {j: _slot(trace, y.shape, y.dtype, next(k)) for j, y in enumerate(ys)
+           if _floating(y) and cts.get(nc + j) is not None}
+    targets = [(new[j], g_c[j]) for j in fc if _floating(new[j])]
+    targets += [(ys[j], g) for j, g in g_y.items()]
+    fx = [j for j in range(nx) if _floating(x_in[j])]
+    fcap = [j for j in range(len(cap)) if _floating(cap[j])]
+    wrt = [c_in[j] for j in fc] + [x_in[j] for j in fx] + [cap[j] for j in fcap]
+    where = trace.where
+    grads = backward(trace, targets, wrt, body.nodes)
+    trace.where = where                       # (backward leaves it unset)
+    grads = [g if g is None or g.dtype == w.dtype else ops.cast(g, w.dtype)
+             for g, w in zip(grads, wrt)]
+    ct_c, ct_x, ct_cap = grads[:len(fc)], grads[len(fc):len(fc) + len(fx)], grads[len(fc) + len(fx):]
+    acc, summed = {}, {}
+    for j, g in zip(fcap, ct_cap):
+        if g is not None:
+            acc[j] = _slot(trace, cap[j].shape, cap[j].dtype, next(k))
+            summed[j] = ops.add(acc[j], g)
+    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
+    carried = []                                  # (placeholder, initial value, new value)
+    for j, g in zip(fc, ct_c):
+        final = cts.get(j)
+        carried.append((g_c[j]._var,
+                        (final if final is not None else ops.zeros_like(outer(init[j])))._var,
+                        (g if g is not None else ops.zeros_like(outer(init[j])))._var))
+    for j in acc:
+        carried.append((acc[j]._var, ops.zeros_like(outer(outer_cap[j]))._var, summed[j]._var))
+    ct_ys = [(j, g) for j, g in zip(fx, ct_x) if g is not None]
+    forward = {v.id for v in c_in + x_in} | {nd.out.id for nd in body.nodes}
+    local = {t._var.id for t in list(g_c.values()) + list(g_y.values()) + list(acc.values())}
+    back, reads = _cut(trace, start, local | forward)
+    reads |= {v.id for _, _, v in carried} | {g._var.id for _, g in ct_ys}
+    # the forward values the backward body reads: one step of each, from the forward loop
+    elements = [(g._var, cts[nc + j]._var) for j, g in g_y.items()]
+    x_index = {v.id: j for j, v in enumerate(x_in)}
+    stacks = {id(v): j for j, v in enumerate(body.outputs) if j >= nc and isinstance(v, Var)}
+    residuals = [v for v in c_in + x_in + [nd.out for nd in body.nodes] if v.id in reads]
+    added = []
+    for v in residuals:
+        if v.id in x_index:
+            elements.append((v, xs[x_index[v.id]]))
+            continue
+        j = stacks.get(id(v))
+        if j is None:
+            j = len(body.outputs) + len(added)
+            added.append(v)
+            stacks[id(v)] = j
+        elements.append((v, None, j))
+    if added:
+        node.params["body"] = body = ir.Graph(body.inputs, body.consts, body.nodes,
+                                              body.outputs + added, body.name, body.checks,
+                                              body.exact_sizes)
+    projected = {}
+    for item in elements:
+        if len(item) == 3:
+            v, _, j = item
+            if j not in projected:
+                projected[j] = trace._node(SCAN_OUTPUT, [node.out], {"index": j},
+                                           Aval((n,) + tuple(v.shape), v.dtype))
+    elements = [(item[0], projected[item[2]]) if len(item) == 3 else item for item in elements]
+    outs = _region(trace, back, carried, elements, [g._var for _, g in ct_ys], n,
+                   not p["reverse"])
+    found = [(j, outer(outs[m])) for m, j in enumerate(fc)]
+    found += [(nc + nx + j, outer(outs[len(fc) + m])) for m, j in enumerate(acc)]
+    found += [(nc + j, outer(outs[len(carried) + m])) for m, (j, _) in enumerate(ct_ys)]
+    return found
+
+
+SCAN.region_vjp = staticmethod(scan_vjp)
