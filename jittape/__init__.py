@@ -14,7 +14,7 @@ from .tensor import (  # noqa: F401
     is_tensor, uint8,
 )
 from .tape import GradientTape, UnconnectedGradients  # noqa: F401
-from .custom import checkpoint, custom_gradient, custom_jvp, custom_vjp  # noqa: F401
+from .custom import checkpoint, custom_gradient, custom_jvp, custom_root, custom_vjp  # noqa: F401
 from .control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .ops import *  # noqa: F401,F403  (the ops of ops/api.py, from the registry)
 from .compiler import function, grad, hessian, jacobian, value_and_grad  # noqa: F401

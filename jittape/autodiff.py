@@ -90,7 +90,7 @@ def _region_part(trace, node, grads, bundles, relevant):
     cts = bundles.pop(node.out.id, None)
     if cts:
         trace.where = GradWhere(node.where, node.prim.name)
-        for k, ct in region.prim.region_vjp(trace, node, cts):
+        for k, ct in region.prim.region_vjp(trace, node, cts, relevant):
             v = node.inputs[k]
             if isinstance(v, Var) and v.id in relevant:
                 _accumulate(grads, v.id, traced(trace, ct))

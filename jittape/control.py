@@ -201,12 +201,20 @@ def _check_carry(what, init, new, step):
                 f"at step {step}; a carry keeps its shape and dtype (cast it in the body)"))
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None):
     """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs`` (any pytree of
     arrays, or None with ``length``): returns ``(carry, ys)``, ``ys`` the ``y``s stacked
     (a pytree of arrays, or None where ``f`` returns None), as ``jax.lax.scan``.
-    ``reverse`` runs from the last element; ``ys`` keep the elements' order. ``unroll``
-    is accepted for JAX's signature (every step is straight-line code here)."""
+    ``reverse`` runs from the last element; ``ys`` keep the elements' order.
+
+    Compiled, the body is compiled once, whatever the length; ``unroll=k`` runs ``k``
+    steps per iteration of the loop (``True``: every step straight-line). The backward
+    pass reads what each step's VJP needs, stored by the forward loop (``checkpoint``
+    None). ``checkpoint=True`` stores the carries only, and each backward step runs its
+    forward step again; ``checkpoint=k`` (an int) stores every k-th carry, and the
+    backward pass runs each block of ``k`` steps forward again, keeping that block's
+    values only: memory of ``length / k`` carries and ``k`` steps' values (``k`` near
+    ``sqrt(length)`` for the least). Eagerly the tape keeps every step's values."""
     x_leaves, x_def = tree.flatten(xs)
     lengths = {int(np.shape(x)[0]) if np.ndim(x) else None for x in x_leaves}
     if None in lengths:
@@ -220,13 +228,36 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     (n,) = lengths
     if n == 0:
         raise ValueError(at_user_line("scan: nothing to scan over (length 0)"))
+    if not (checkpoint is None or checkpoint is True or
+            isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint > 0):
+        raise ValueError(at_user_line(
+            f"scan: checkpoint={checkpoint!r}; use None (store what the backward pass "
+            "reads), True (store the carries) or an int k (store every k-th carry)"))
     for x in x_leaves:
         if isinstance(x, Tracer):          # the trip count is a size: the trace holds for it only
             x._trace.reads_sizes = True
     trace = current_trace()
     unroll = n if unroll is True else max(int(unroll), 1)
     if regions.compiles_as_loop(trace) and unroll < n:
-        return _scan_region(trace, f, init, xs, x_leaves, x_def, n, reverse, unroll)
+        check = lambda a, b: _check_carry("scan", a, b, 0)        # noqa: E731
+        if checkpoint is True or checkpoint == 1 or checkpoint and checkpoint >= n:
+            return regions.traced_scan(trace, f, init, xs, n, reverse, check, recompute=True)
+        if checkpoint:
+            if unroll > 1:
+                raise ValueError(at_user_line("scan: give unroll or checkpoint, not both"))
+
+            def block(carry, leaves, indices):   # a loop of its own, stored per step
+                part = tree.unflatten(x_def, leaves) if x_leaves else None
+                return scan(f, carry, part, length=len(indices), reverse=reverse)
+            return _scan_blocks(trace, init, x_leaves, x_def, n, reverse, checkpoint, block,
+                                check, recompute=True)
+        if unroll == 1:
+            return regions.traced_scan(trace, f, init, xs, n, reverse, check)
+
+        def straight(carry, leaves, indices):      # straight-line steps
+            k = len(indices)
+            return _scan_steps(f, carry, leaves, x_def, range(k - 1, -1, -1) if reverse else range(k))
+        return _scan_blocks(trace, init, x_leaves, x_def, n, reverse, unroll, straight, check)
     return _scan_steps(f, init, x_leaves, x_def, range(n - 1, -1, -1) if reverse else range(n))
 
 
@@ -250,39 +281,31 @@ def _stack_ys(ys):
     return tree.unflatten(y_def, stacked) if stacked else ys[0]
 
 
-def _scan_region(trace, f, init, xs, x_leaves, x_def, n, reverse, unroll):
-    """A compiled scan: a region whose body runs ``unroll`` steps of ``f``, over
-    ``n // unroll`` iterations; the ``n % unroll`` last elements run as straight code
-    (first, for a reverse scan)."""
-    check = lambda a, b: _check_carry("scan", a, b, 0)        # noqa: E731
-    if unroll == 1:
-        return regions.traced_scan(trace, f, init, xs, n, reverse, check)
-    blocks = n // unroll
-    rolled = blocks * unroll
-    lead = [ops.reshape(leaf[:rolled], (blocks, unroll) + tuple(np.shape(leaf)[1:]))
-            if not isinstance(leaf, Tracer) else
-            ops.reshape(leaf[:rolled], (blocks, unroll) + tuple(leaf._var.shape[1:]))
-            for leaf in x_leaves]
-    inner = range(unroll - 1, -1, -1) if reverse else range(unroll)
-
-    def steps(carry, block):
-        return _scan_steps(f, carry, tree.flatten(block)[0] if x_leaves else [], x_def, inner)
-
-    rest = range(rolled, n)
+def _scan_blocks(trace, init, x_leaves, x_def, n, reverse, k, block, check, recompute=False):
+    """A compiled scan as a loop over blocks of ``k`` steps, each ``block(carry, leaves,
+    steps)`` (the block's slices of the xs' leaves, and its element indices); the
+    ``n % k`` last elements are one more block after the loop (before it, reversed)."""
+    blocks = n // k
+    rolled = blocks * k
+    lead = [ops.reshape(leaf[:rolled] if rolled < n else leaf, (blocks, k) + tuple(
+        leaf._var.shape[1:] if isinstance(leaf, Tracer) else np.shape(leaf)[1:]))
+        for leaf in x_leaves]
     carry, tail = init, None
+    rest = range(rolled, n)
     if reverse and rest:
-        carry, tail = _scan_steps(f, carry, x_leaves, x_def, reversed(rest))
-    carry, ys = regions.traced_scan(trace, steps, carry,
-                                    tree.unflatten(x_def, lead) if x_leaves else None,
-                                    blocks, reverse, check)
+        carry, tail = block(carry, [leaf[rolled:] for leaf in x_leaves], rest)
+    carry, ys = regions.traced_scan(
+        trace, lambda c, b: block(c, tree.flatten(b)[0] if x_leaves else [], range(k)),
+        carry, tree.unflatten(x_def, lead) if x_leaves else None, blocks, reverse, check,
+        recompute)
     if not reverse and rest:
-        carry, tail = _scan_steps(f, carry, x_leaves, x_def, rest)
+        carry, tail = block(carry, [leaf[rolled:] for leaf in x_leaves], rest)
     if ys is None:
         return carry, None
     ys = tree.map_leaves(lambda y: ops.reshape(y, (rolled,) + tuple(y._var.shape[2:])), ys)
     if tail is not None:
         leaves, y_def = tree.flatten(ys)
-        ys = tree.unflatten(y_def, [ops.concatenate([a, b])
+        ys = tree.unflatten(y_def, [ops.concatenate([a, b])          # (the elements' order)
                                     for a, b in zip(leaves, tree.flatten(tail)[0])])
     return carry, ys
 

@@ -1,5 +1,6 @@
 """Functions with derivative rules of the user's own: ``custom_gradient`` (TensorFlow's
-interface), ``custom_vjp`` and ``custom_jvp`` (JAX's).
+interface), ``custom_vjp`` and ``custom_jvp`` (JAX's); ``checkpoint`` and
+``custom_root`` (implicit differentiation of a root) on the same record.
 
 All three make one op record, ``CustomRule``: a call of the function is one tape entry,
 or one graph node ``y = custom(y_inner, *x)`` whose value is ``y_inner`` (what the
@@ -14,17 +15,19 @@ gradient of ``sum(g * tangent_out)`` with respect to the tangents, taken by a ta
 the rule (eagerly, or over its traced nodes in a compiled function).
 """
 
+import contextlib
 import functools
 import threading
 
 import numpy as np
 
 from . import ops
-from .errors import at_user_line
+from .errors import ShapeError, at_user_line
 from .ops.core import Aval, OpRecord, record
 from .recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
 from .tape import GradientTape
 from .tensor import Tensor
+from .trace import Tracer
 
 
 class CustomRule(OpRecord):
@@ -75,15 +78,22 @@ def _is_float(x):
     return (x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype).kind in "fc"
 
 
-def _apply(f_name, rule_name, args, forward, jvp=None):
-    """Call ``forward(*args) -> (y, vjp_fn)`` unrecorded, and record one op for it."""
+@contextlib.contextmanager
+def _unrecorded():
+    """This thread's tapes set aside: what runs inside is on none of them."""
     tapes = thread_tapes()
     saved = tapes[:]
     del tapes[:]
     try:
-        y, vjp_fn = forward(*args)
+        yield
     finally:
         tapes[:] = saved
+
+
+def _apply(f_name, rule_name, args, forward, jvp=None):
+    """Call ``forward(*args) -> (y, vjp_fn)`` unrecorded, and record one op for it."""
+    with _unrecorded():
+        y, vjp_fn = forward(*args)
     trace = current_trace() if TRACES else None
     if trace is not None:
         if isinstance(y, Tensor) and _is_float(y):
@@ -269,3 +279,116 @@ def checkpoint(fun, policy=None):
             return y, vjp_fn
         return _apply(name, "checkpoint", args, forward)
     return wrapper
+
+
+def _shape(x):
+    # a tracer's sizes read here are read by the library, not the user (Tracer.shape)
+    return tuple(int(d) for d in (x._var.shape if isinstance(x, Tracer) else np.shape(x)))
+
+
+def custom_root(f, x0, solve):
+    """The root ``x`` of ``f(x) = 0`` that ``solve(f, x0)`` finds, differentiated
+    implicitly (``jax.lax.custom_root``'s derivatives).
+
+    ``solve`` is any solver (bisection, Newton, a fixed-point iteration; Python loops,
+    ``jt.while_loop``); its steps are not differentiated, as they carry no gradient a
+    bisection could give. The derivatives of ``x`` with respect to what ``f`` reads
+    besides ``x`` (its closure: watched tensors, Variables, the arguments of a compiled
+    function) come from the implicit function theorem at the root,
+    ``dx/dθ = -(∂f/∂x)⁻¹ ∂f/∂θ``: the backward pass builds ``∂f/∂x`` (one reverse sweep
+    of ``f`` per element of ``x``) and solves with it, so it must be invertible there.
+    ``x0`` gets no gradient.
+
+    Args:
+      f: ``f(x)`` returns an array of ``x``'s shape.
+      x0: the first guess, a scalar or an array of floats.
+      solve: ``solve(f, x0)`` returns the root, of ``x0``'s shape.
+
+    Returns:
+      The root ``solve`` found (its value unchanged).
+    """
+    name = getattr(f, "__name__", "function")
+    if isinstance(x0, (int, float)) and not isinstance(x0, bool):
+        x0 = np.float64(x0)
+    if not _is_float(x0):
+        raise TypeError(at_user_line(
+            f"custom_root({name}): x0 must be floating, not {np.dtype(x0.dtype).name}"))
+    shape = _shape(x0)
+    with _unrecorded():
+        _check_root_shape(name, "f(x0)", f(x0), shape)
+        found = solve(f, x0)
+    _check_root_shape(name, "solve(f, x0)", found, shape)
+    # the value the solver found, cut from its steps: the residual below then reads the
+    # root as a constant, and its path to the parameters is all a tape records
+    root = ops.stop_gradient(found)
+    trace = current_trace() if TRACES else None
+    if trace is not None:
+        root = trace.tracer(root)          # a tape in the backward pass watches its Var
+    elif not (ACTIVE_TAPES and thread_tapes()):
+        return root
+    residual = f(root)
+
+    def forward(residual):
+        def vjp_fn(g):
+            # the cotangent of the residual: -(∂f/∂x)⁻ᵀ g; the tape (or the autodiff pass)
+            # carries it through f's ops to f's parameters
+            lam = _solve_transposed(f, root, g, shape)
+            return [ops.negative(ops.cast(lam, residual.dtype))]
+        return root, vjp_fn
+    return _apply(name, "custom_root", (residual,), forward)
+
+
+def _check_root_shape(name, what, value, shape):
+    found = _shape(value)
+    if found != shape:
+        raise ShapeError(at_user_line(
+            f"custom_root({name}): {what} has shape {found}, x0 has shape {shape}; f must "
+            f"return one value per element of x"))
+
+
+def _solve_transposed(f, x, g, shape):
+    """``z`` with ``(∂f/∂x)ᵀ z = g`` at ``x``, the Jacobian from one reverse sweep per
+    element of ``f(x)`` (jittape ops: eager and traced alike)."""
+    with GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        fx = f(x)
+    if not shape:
+        d = tape.gradient(fx, x)
+        return g / (ops.zeros_like(x) if d is None else d)
+    n = int(np.prod(shape))
+    trace = current_trace() if TRACES else None
+    if trace is not None:
+        trace.reads_sizes = True       # the sweeps and the solve are unrolled per element
+    seeds = np.eye(n, dtype=fx.dtype)
+    rows = []
+    for k in range(n):
+        row = tape.gradient(fx, x, output_gradients=seeds[k].reshape(shape))
+        rows.append(ops.zeros((n,), x.dtype) if row is None else ops.reshape(row, (n,)))
+    jac = ops.stack(rows)                          # jac[k, j] = ∂f_k / ∂x_j
+    return ops.reshape(_solve(ops.transpose(jac), ops.reshape(g, (n,)), n), shape)
+
+
+def _solve(m, b, n):
+    """``z`` with ``m @ z = b`` (``m`` of shape ``(n, n)``) by Householder QR and back
+    substitution, written with jittape ops so that compiled functions run it too. QR
+    needs no pivoting (a data-dependent row order) to be backward stable."""
+    dtype = m.dtype
+    index = np.arange(n)
+    unit = np.eye(n, dtype=dtype)
+    two = np.asarray(2, dtype)
+    for k in range(n - 1):
+        # reflect m[k:, k] onto a multiple of e_k: the sign makes v = x - alpha e_k lose
+        # no digits
+        col = m[:, k] * (index >= k).astype(dtype)
+        norm = ops.sqrt(ops.sum(col * col))
+        alpha = ops.where(m[k, k] >= 0, -norm, norm)
+        v = col - alpha * unit[k]
+        scale = ops.divide(two, ops.sum(v * v))
+        m = m - ops.outer(v, ops.matmul(v, m) * scale)
+        b = b - v * (ops.dot(v, b) * scale)
+    z = None
+    for k in range(n - 1, -1, -1):
+        known = 0 if z is None else ops.dot(m[k], z)
+        step = ((b[k] - known) / m[k, k]) * unit[k]
+        z = step if z is None else z + step
+    return z

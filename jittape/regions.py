@@ -139,7 +139,7 @@ def _lower_output(ctx, node):
     return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}_{node.params['index']}"]
 
 
-def _scan_abstract(*inputs, body, length, reverse, carries, xs):
+def _scan_abstract(*inputs, body, length, reverse, carries, xs, recompute=False):
     return Aval((), "bool")
 
 
@@ -149,13 +149,10 @@ RECORDS = (LOOP_VALUE, SCAN, SCAN_OUTPUT)
 
 
 def compiles_as_loop(trace):
-    """Whether a scan in ``trace`` becomes a region: on the CPU target, outside another
-    scan's body (an inner loop is traced step by step: a residual of a nested region
-    would need the outer body rewritten) and with no tape recording inside the compiled
-    function (a tape records ops one by one)."""
+    """Whether a scan in ``trace`` becomes a region: on the CPU target, with no tape
+    recording inside the compiled function (a tape records ops one by one)."""
     from .recording import thread_tapes
-    return (trace is not None and trace.target == "cpu" and not trace.loop_depth
-            and not thread_tapes())
+    return trace is not None and trace.target == "cpu" and not thread_tapes()
 
 
 def _slot(trace, shape, dtype, k):
@@ -185,7 +182,7 @@ def _cut(trace, start, local):
     return body, reads
 
 
-def _region(trace, body_nodes, carries, elements, ys, length, reverse, where=None):
+def _region(trace, body_nodes, carries, elements, ys, length, reverse, recompute=False):
     """Record a scan region and its outputs: ``carries`` are (placeholder, initial
     value, new value) triples, ``elements`` (placeholder, stacked outer value) pairs, ``ys``
     the body's per-step values. Returns the outputs' Vars: final carries, stacked ys."""
@@ -203,19 +200,17 @@ def _region(trace, body_nodes, carries, elements, ys, length, reverse, where=Non
     inputs = [init for _, init, _ in carries] + [xs for _, xs in elements] + captured
     params = {"body": graph, "length": length, "reverse": reverse,
               "carries": len(carries), "xs": len(elements)}
-    saved, trace.where = trace.where, where if where is not None else trace.where
-    try:
-        region = trace._node(SCAN, inputs, params, Aval((), "bool"))
-        outs = []
-        for j, v in enumerate(outputs):
-            shape = tuple(v.shape) if j < len(carries) else (length,) + tuple(v.shape)
-            outs.append(trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(shape, v.dtype)))
-    finally:
-        trace.where = saved
+    if recompute:
+        params["recompute"] = True
+    region = trace._node(SCAN, inputs, params, Aval((), "bool"))
+    outs = []
+    for j, v in enumerate(outputs):
+        shape = tuple(v.shape) if j < len(carries) else (length,) + tuple(v.shape)
+        outs.append(trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(shape, v.dtype)))
     return outs
 
 
-def traced_scan(trace, f, init, xs, length, reverse, check_carry):
+def traced_scan(trace, f, init, xs, length, reverse, check_carry, recompute=False):
     """``jt.scan`` in ``trace``: the body traced once into a region (see the module's
     docstring). ``check_carry(init, new)`` checks the carry the body returns."""
     init_leaves, init_def = tree.flatten(init)
@@ -240,7 +235,7 @@ def traced_scan(trace, f, init, xs, length, reverse, check_carry):
     outs = _region(trace, body,
                    [(c._var, i._var, v._var) for c, i, v in zip(c_slots, inits, new_leaves)],
                    [(x._var, s._var) for x, s in zip(x_slots, stacked)],
-                   [v._var for v in y_leaves], length, reverse)
+                   [v._var for v in y_leaves], length, reverse, recompute)
     outs = [Tracer._of(v, trace) for v in outs]
     carry = tree.unflatten(init_def, outs[:len(inits)])
     ys = tree.unflatten(y_def, outs[len(inits):]) if y_leaves else y
@@ -257,13 +252,9 @@ def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, we
     trace.weak.update(c_slots[k]._var.id for k in weak)
     variables = {key: (st.value, st.assigned) for key, st in trace.variables.items()}
     draws = sum(isinstance(d, RandomDraw) for d in trace.implicit)
-    trace.loop_depth += 1
-    try:
-        carry = tree.unflatten(init_def, c_slots)
-        x = tree.unflatten(x_def, x_slots) if stacked else None
-        out = f(carry, x)
-    finally:
-        trace.loop_depth -= 1
+    carry = tree.unflatten(init_def, c_slots)
+    x = tree.unflatten(x_def, x_slots) if stacked else None
+    out = f(carry, x)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(at_user_line("scan: the body must return a pair (carry, y)"))
     new, y = out
@@ -295,10 +286,11 @@ def _floating(v):
     return isinstance(v, Var) and v.dtype.kind in "fc"
 
 
-def scan_vjp(trace, node, cts):
+def scan_vjp(trace, node, cts, relevant=None):
     """The cotangents of a scan region's inputs, as (input position, Tracer) pairs, for
     the cotangents ``cts`` ({output index: Tracer}) of its outputs: a backward scan
-    (see the module's docstring)."""
+    (see the module's docstring). ``relevant``: ids of the inputs whose cotangents are
+    wanted (all, by default); the others are not computed."""
     p = node.params
     body, nc, nx, n = p["body"], p["carries"], p["xs"], p["length"]
     c_in, x_in, cap = body.inputs[:nc], body.inputs[nc:nc + nx], body.inputs[nc + nx:]
@@ -310,17 +302,36 @@ def scan_vjp(trace, node, cts):
     g_c = {j: _slot(trace, c_in[j].shape, c_in[j].dtype, next(k)) for j in fc}
     g_y = {j: _slot(trace, y.shape, y.dtype, next(k)) for j, y in enumerate(ys)
            if _floating(y) and cts.get(nc + j) is not None}
+    nodes = body.nodes
+    if p.get("recompute"):       # the backward body runs the forward body again (copies)
+        mapping = {}
+        nodes = _clone(trace, body.nodes, mapping)
+        trace.nodes.extend(nodes)
+        new = [mapping.get(v.id, v) if isinstance(v, Var) else v for v in new]
+        ys = [mapping.get(v.id, v) if isinstance(v, Var) else v for v in ys]
     targets = [(new[j], g_c[j]) for j in fc if _floating(new[j])]
     targets += [(ys[j], g) for j, g in g_y.items()]
-    fx = [j for j in range(nx) if _floating(x_in[j])]
-    fcap = [j for j in range(len(cap)) if _floating(cap[j])]
+    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
+        lambda v: isinstance(v, Var) and v.id in relevant)
+    fx = [j for j in range(nx) if _floating(x_in[j]) and wanted(xs[j])]
+    fcap = [j for j in range(len(cap)) if _floating(cap[j]) and wanted(outer_cap[j])]
     wrt = [c_in[j] for j in fc] + [x_in[j] for j in fx] + [cap[j] for j in fcap]
     where = trace.where
-    grads = backward(trace, targets, wrt, body.nodes)
+    grads = backward(trace, targets, wrt, nodes)
     trace.where = where                       # (backward leaves it unset)
     grads = [g if g is None or g.dtype == w.dtype else ops.cast(g, w.dtype)
              for g, w in zip(grads, wrt)]
     ct_c, ct_x, ct_cap = grads[:len(fc)], grads[len(fc):len(fc) + len(fx)], grads[len(fc) + len(fx):]
+    # a loop in the body differentiated: the outputs it gained (its residuals) are the
+    # forward body's values, stacked for this loop's backward like any other
+    made = {nd.out.id for nd in body.nodes}
+    moved = [nd for nd in trace.nodes[start:] if nd.prim.kind == "loop" and nd.prim.projects
+             and nd.inputs[0].id in made]
+    if moved:
+        trace.nodes[start:] = [nd for nd in trace.nodes[start:] if nd not in moved]
+        node.params["body"] = body = ir.Graph(body.inputs, body.consts, body.nodes + moved,
+                                              body.outputs, body.name, body.checks,
+                                              body.exact_sizes)
     acc, summed = {}, {}
     for j, g in zip(fcap, ct_cap):
         if g is not None:
@@ -344,6 +355,7 @@ def scan_vjp(trace, node, cts):
     elements = [(g._var, cts[nc + j]._var) for j, g in g_y.items()]
     x_index = {v.id: j for j, v in enumerate(x_in)}
     stacks = {id(v): j for j, v in enumerate(body.outputs) if j >= nc and isinstance(v, Var)}
+    ys = body.outputs[nc:]
     residuals = [v for v in c_in + x_in + [nd.out for nd in body.nodes] if v.id in reads]
     added = []
     for v in residuals:
@@ -374,6 +386,33 @@ def scan_vjp(trace, node, cts):
     found += [(nc + nx + j, outer(outs[len(fc) + m])) for m, j in enumerate(acc)]
     found += [(nc + j, outer(outs[len(carried) + m])) for m, (j, _) in enumerate(ct_ys)]
     return found
+
+
+def _clone(trace, nodes, mapping):
+    """Copies of ``nodes`` with new values (``mapping``: var id -> the copy's Var, read
+    for their operands and filled in), region bodies copied with them."""
+    copies = []
+    for nd in nodes:
+        params = dict(nd.params)
+        for name in nd.prim.regions:
+            params[name] = _clone_graph(trace, nd.params[name], nd.prim.bound(nd)[0], mapping)
+        out = trace.new_var(nd.out.shape, nd.out.dtype)
+        copy = ir.Node(nd.prim, [mapping.get(v.id, v) if isinstance(v, Var) else v
+                                 for v in nd.inputs], params, out, nd.where)
+        out.node = copy
+        mapping[nd.out.id] = out
+        copies.append(copy)
+    return copies
+
+
+def _clone_graph(trace, graph, own, mapping):
+    for v in graph.inputs[:own]:
+        mapping[v.id] = trace.new_var(v.shape, v.dtype)
+    nodes = _clone(trace, graph.nodes, mapping)
+    sub = lambda v: mapping.get(v.id, v) if isinstance(v, Var) else v     # noqa: E731
+    return ir.Graph([sub(v) for v in graph.inputs], graph.consts, nodes,
+                    [sub(v) for v in graph.outputs], graph.name, graph.checks,
+                    graph.exact_sizes)
 
 
 SCAN.region_vjp = staticmethod(scan_vjp)

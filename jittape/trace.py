@@ -59,7 +59,6 @@ class Trace:
         self.random_mark = None
         self.random_where = None
         self.target = "cpu"        # the backend the graph is for (regions.compiles_as_loop)
-        self.loop_depth = 0        # scan bodies being traced around the current op
 
     # -- values ------------------------------------------------------------------
     def new_var(self, shape, dtype, node=None):

@@ -279,3 +279,26 @@ def test_a_python_number_carry_takes_the_dtype_of_the_body():
     out = jt.function(f)(x)
     assert out.dtype == np.float32 and float(out) == 12.0
     np.testing.assert_allclose(jt.grad(f)(x), np.ones((4, 3)))
+
+
+def _checkpointed(policy, reverse=False):
+    def loss(w, xs, h0):
+        def step(h, x):
+            h = jt.tanh(h @ w + x)
+            return h, jt.sum(h * x)
+        h, ys = jt.scan(step, h0, xs, checkpoint=policy, reverse=reverse)
+        return jt.sum(h * h) + jt.sum(ys * np.arange(1.0, 8.0))
+    return loss
+
+
+@pytest.mark.parametrize("policy, reverse", [(True, False), (3, False), (3, True), (7, False)])
+def test_checkpointed_scans_give_the_same_gradients(policy, reverse):
+    _check_all_paths(_checkpointed(policy, reverse), (W, XS, H0))
+    graph = jt.value_and_grad(_checkpointed(policy, reverse), argnums=(0, 1, 2)).lower(W, XS, H0).ir
+    recomputing = [n for n in graph.all_nodes() if n.prim.name == "scan" and n.params.get("recompute")]
+    assert recomputing
+
+
+def test_a_bad_checkpoint_policy_is_an_error():
+    with pytest.raises(ValueError, match="checkpoint="):
+        jt.scan(lambda c, x: (c, x), 0.0, np.ones(3), checkpoint="sometimes")
