@@ -25,6 +25,22 @@
   without them. The flag is part of the signature, like ``check_numerics``. A process
   forked from one that ran parallel code on GNU OpenMP starts with it False (see
   ``_after_fork_in_child``).
+- ``roll_loops`` (default True): in a compiled function for the CPU, runs of a Python
+  loop's iterations that repeat exactly (same ops, shapes and lines, the same values
+  threading through) become one loop of the generated code (``jittape/rolling.py``), so
+  the compile does not grow with the trip count; False keeps every iteration as
+  straight-line code.
+- ``tiered`` (default True; ``JITTAPE_TIERED=0`` in the environment makes it False): a
+  CPU kernel that must compile (neither run in the process already nor found in the
+  disk cache) compiles in a background thread, and the calls made meanwhile run its
+  generated module as plain Python and NumPy (``f.lower(...).python``, with NumPy's
+  math and matrix products for the compiled helpers): the first call returns without
+  waiting for Numba. The first call after the compile takes the kernel. Results agree
+  within rounding; guards, variable write-back and the checks of shapes, sizes and
+  indices are the module's own, so they behave as the kernel's. Any other error on the
+  Python tier makes the call wait for the kernel and do what it does. With ``tiered =
+  False`` every first call waits for its kernel (bitwise-reproducible runs); the CUDA
+  target never tiers, and ``f.kernel(...)`` waits for the compile.
 - ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature
@@ -49,9 +65,12 @@ import weakref
 disk_cache = True
 disk_cache_max_bytes = 512 * 2 ** 20
 max_guards = 1000
+roll_loops = True
 max_variants = 16
 recompile_warning = 8
 strict = False
+
+tiered = os.environ.get("JITTAPE_TIERED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 _check_numerics = False
 _parallel = os.environ.get("JITTAPE_PARALLEL", "1").strip().lower() not in ("0", "false", "no", "off")

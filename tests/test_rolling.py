@@ -1,0 +1,160 @@
+"""Python loops rolled into loops of the generated code (jittape/rolling.py): found
+where the iterations repeat exactly, left straight where they do not, and the same
+numbers either way."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import jittape as jt
+
+THIS_FILE = os.path.abspath(__file__)
+RNG = np.random.default_rng(3)
+W = RNG.normal(size=(4, 4)) * 0.4
+U = RNG.normal(size=(3, 4)) * 0.4
+XS = RNG.normal(size=(12, 2, 3))
+H0 = np.zeros((2, 4))
+
+
+def rnn(w, u, xs):
+    h = H0
+    loss = 0.0
+    for t in range(xs.shape[0]):
+        h = np.tanh(h @ w + xs[t] @ u)
+        loss = loss + np.sum(h * h)
+    return loss + np.sum(h)
+
+
+def mlp(layers, x):
+    for w, b in layers:
+        x = np.tanh(x @ w + b)
+    return np.mean(x * x)
+
+
+def collected(w, u, xs):
+    h, seen = H0, []
+    for t in range(xs.shape[0]):
+        h = np.sin(h @ w + xs[t] @ u)
+        seen.append(h)
+    return np.sum(np.stack(seen) ** 2)
+
+
+def growing(w, xs):
+    h = np.ones((2, 1))
+    for t in range(6):                 # the state grows: no two steps alike
+        h = np.concatenate([h, np.tanh(h[:, -1:] * t + xs[t, :, :1])], axis=1)
+    return np.sum(h * h)
+
+
+def _scans(fn, *args, argnums=0):
+    graph = jt.value_and_grad(fn, argnums=argnums).lower(*args).ir
+    return [n for n in graph.all_nodes() if n.prim.name == "scan"]
+
+
+def _same_as_unrolled(fn, args, argnums):
+    value, grads = jt.value_and_grad(fn, argnums=argnums)(*args)
+    jt.config.roll_loops = False
+    try:
+        want_value, want = jt.value_and_grad(fn, argnums=argnums)(*args)
+    finally:
+        jt.config.roll_loops = True
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    for g, w in zip(jt.tree.leaves(grads), jt.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-13)
+    return grads
+
+
+def _numeric(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (float(f(x + d)) - float(f(x - d))) / (2 * eps)
+    return g
+
+
+def test_an_rnn_loop_is_rolled_and_gives_the_unrolled_gradients():
+    scans = _scans(rnn, W, U, XS, argnums=(0, 1, 2))
+    assert scans and scans[0].params["length"] >= 10
+    grads = _same_as_unrolled(rnn, (W, U, XS), (0, 1, 2))
+    np.testing.assert_allclose(grads[0], _numeric(lambda w: rnn(w, U, XS), W), rtol=1e-6)
+
+
+def test_the_layers_of_a_deep_network_are_one_loop_over_their_stacked_weights():
+    layers = [(RNG.normal(size=(5, 5)) * 0.5, RNG.normal(size=5) * 0.1) for _ in range(8)]
+    x = RNG.normal(size=(3, 5))
+    scans = _scans(mlp, layers, x)
+    assert scans and scans[0].params["length"] >= 6
+    grads = _same_as_unrolled(mlp, (layers, x), 0)
+    w0 = layers[0][0]
+    numeric = _numeric(lambda w: mlp([(w, layers[0][1])] + layers[1:], x), w0)
+    np.testing.assert_allclose(grads[0][0], numeric, rtol=1e-6)
+
+
+def test_values_collected_in_a_list_are_read_from_the_stacked_steps():
+    assert _scans(collected, W, U, XS)
+    _same_as_unrolled(collected, (W, U, XS), (0, 1, 2))
+
+
+def test_a_body_that_changes_shape_per_step_stays_straight():
+    assert not _scans(growing, W, XS)
+    grads = _same_as_unrolled(growing, (W, XS), 1)
+    np.testing.assert_allclose(grads, _numeric(lambda xs: growing(W, xs), XS), rtol=1e-6,
+                               atol=1e-9)
+
+
+def test_a_short_loop_is_not_rolled():
+    def short(w, xs):
+        h = H0
+        for t in range(2):
+            h = np.tanh(h @ w + xs[t] @ U)
+        return np.sum(h)
+    assert not _scans(short, W, XS)
+
+
+def test_jacobian_and_function_of_a_rolled_loop():
+    f = jt.function(lambda w: rnn(w, U, XS))
+    jt.config.roll_loops = False
+    try:
+        want = jt.function(lambda w: rnn(w, U, XS))(W)
+        jac_want = jt.jacobian(lambda xs: np.tanh(rnn(W, U, xs)) * np.ones(2))(XS)
+    finally:
+        jt.config.roll_loops = True
+    np.testing.assert_allclose(f(W), want, rtol=1e-12)
+    jac = jt.jacobian(lambda xs: np.tanh(rnn(W, U, xs)) * np.ones(2))(XS)
+    np.testing.assert_allclose(jac, jac_want, rtol=1e-10, atol=1e-13)
+
+
+ROLLED_GRAPH = """\
+graph rnn_sum(w: float64[n,n], xs: float64[k,m,n], h0: float64[m,n]) {
+  %39: float64[slice_length(k, 0, 8, 1),m,n] = getitem(xs, index=(('slice', 0, 8, 1),))    # test_rolling.py:L
+  %42: bool[] = scan(h0, %39, w, carries=1, length=8, reverse=False, xs=1) over %36, %38 {    # test_rolling.py:L
+    %37: float64[m,n] = matmul(%36, w)    # test_rolling.py:L
+    %40: float64[m,n] = add(%37, %38)    # test_rolling.py:L
+    %41: float64[m,n] = tanh(%40)    # test_rolling.py:L
+    yield %41
+  }
+  %43: float64[m,n] = scan_output(%42, index=0)    # test_rolling.py:L
+  %35: float64[] = sum(%43, axis=(0, 1), keepdims=False)    # test_rolling.py:L
+  return %35
+}
+"""
+
+
+def test_golden_text_of_a_rolled_loop():
+    h0 = np.zeros((2, 4))
+
+    def rnn_sum(w, xs):
+        h = h0
+        for t in range(8):
+            h = np.tanh(h @ w + xs[t])
+        return np.sum(h)
+
+    text = jt.function(rnn_sum).lower(W, RNG.normal(size=(8, 2, 4))).graph
+    text = text[:text.index("\n}\n") + 3].replace(THIS_FILE, "test_rolling.py")
+    text = re.sub(r"test_rolling\.py:\d+", "test_rolling.py:L", text)
+    text = "\n".join(line for line in text.splitlines()
+                     if not line.lstrip().startswith(("#", "check"))) + "\n"
+    assert text == ROLLED_GRAPH
