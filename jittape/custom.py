@@ -2,7 +2,7 @@
 interface), ``custom_vjp`` and ``custom_jvp`` (JAX's); ``checkpoint`` and
 ``custom_root`` (implicit differentiation of a root) on the same record.
 
-All three make one op record, ``CustomRule``: a call of the function is one tape entry,
+All of them make one op record, ``CustomRule``: a call of the function is one tape entry,
 or one graph node ``y = custom(y_inner, *x)`` whose value is ``y_inner`` (what the
 function computed) and whose VJP is the user's rule, so neither the tape nor the
 autodiff pass looks inside the function. The passes drop the node after autodiff (its
@@ -13,6 +13,11 @@ A ``custom_jvp`` rule is a forward-mode rule; reverse mode transposes it: the ta
 it returns is linear in the input tangents, so the VJP of a cotangent ``g`` is the
 gradient of ``sum(g * tangent_out)`` with respect to the tangents, taken by a tape over
 the rule (eagerly, or over its traced nodes in a compiled function).
+
+``custom_root`` records one such op whose input is the residual ``f(x)`` at the root
+``x`` (a constant there) and whose value is ``x``: its VJP gives the residual the
+cotangent ``-(∂f/∂x)⁻ᵀ g``, and the tape or the autodiff pass carries that through
+``f``'s own ops to whatever ``f`` reads, so nothing needs to find ``f``'s closure.
 """
 
 import contextlib
@@ -22,7 +27,7 @@ import threading
 import numpy as np
 
 from . import ops
-from .errors import ShapeError, at_user_line
+from .errors import ShapeError, UnsupportedError, at_user_line
 from .ops.core import Aval, OpRecord, record
 from .recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
 from .tape import GradientTape
@@ -308,8 +313,8 @@ def custom_root(f, x0, solve):
       The root ``solve`` found (its value unchanged).
     """
     name = getattr(f, "__name__", "function")
-    if isinstance(x0, (int, float)) and not isinstance(x0, bool):
-        x0 = np.float64(x0)
+    if not hasattr(x0, "dtype"):                  # a Python number or a list
+        x0 = np.asarray(x0, dtype=np.float64)[()]
     if not _is_float(x0):
         raise TypeError(at_user_line(
             f"custom_root({name}): x0 must be floating, not {np.dtype(x0.dtype).name}"))
@@ -333,9 +338,24 @@ def custom_root(f, x0, solve):
             # the cotangent of the residual: -(∂f/∂x)⁻ᵀ g; the tape (or the autodiff pass)
             # carries it through f's ops to f's parameters
             lam = _solve_transposed(f, root, g, shape)
-            return [ops.negative(ops.cast(lam, residual.dtype))]
+            if lam.dtype != residual.dtype:
+                lam = ops.cast(lam, residual.dtype)
+            return [ops.negative(_first_order_only(name, lam))]
         return root, vjp_fn
     return _apply(name, "custom_root", (residual,), forward)
+
+
+def _first_order_only(name, lam):
+    """``lam``, whose derivative raises. The backward pass evaluates ``f`` at the root
+    as a constant, so differentiating it again would miss how the root moves: an error
+    rather than a wrong second derivative."""
+    def forward(lam):
+        def vjp_fn(g):
+            raise UnsupportedError(at_user_line(
+                f"custom_root({name}): second derivatives through a root are not "
+                f"supported (the first are)"))
+        return lam, vjp_fn
+    return _apply(name, "custom_root", (lam,), forward)
 
 
 def _check_root_shape(name, what, value, shape):
