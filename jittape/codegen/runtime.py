@@ -327,11 +327,16 @@ def _lower_reshape(context, builder, sig, args):
 
 def put(stack, t, value):
     """``stack[t] = value`` for a C-ordered ``stack`` and a ``value`` of the shape of
-    ``stack[t]`` (or a scalar, for a 1-d stack): how loops store one step's value.
+    ``stack[t]`` (or a scalar, for a 1-d stack): how loops store one step's value; or
+    ``stack[t:t + len(value)] = value`` for a ``value`` of ``stack``'s rank (rows after
+    rows: a concatenation along the first axis).
     Numba's own ``stack[t] = value`` compiles its broadcasting assignment into every
     kernel, seconds of compile for a copy; this is a ``memcpy`` (a contiguous copy of a
     value of another layout first)."""
-    stack[t] = value
+    if np.ndim(value) == stack.ndim:
+        stack[t:t + len(value)] = value
+    else:
+        stack[t] = value
 
 
 @type_callable(put)
@@ -342,7 +347,7 @@ def _type_put(context):
             return None
         if _is_scalar(value) and stack.ndim == 1:
             return types.none
-        if (isinstance(value, types.Array) and value.ndim == stack.ndim - 1
+        if (isinstance(value, types.Array) and value.ndim in (stack.ndim - 1, stack.ndim)
                 and value.dtype == stack.dtype):
             return types.none
     return typer

@@ -432,6 +432,9 @@ def _lower_getitem(ctx, node):
     o, xn = ctx.name(out), ctx.name(x)
     if x.ndim == 0:
         return ctx.full(o, out.shape, xn, out.dtype) if out.ndim else [f"{o} = {xn}"]
+    basic = _basic_index(node.params["index"]) if not arrays and out.ndim else None
+    if basic is not None:            # ints and slices of literal bounds: a view, no loop
+        return [f"{o} = {xn}[{basic}]"]
     before, reads, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
     lines = list(before)
     if out.ndim == 0:
@@ -439,6 +442,21 @@ def _lower_getitem(ctx, node):
     lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
     body = [f"{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]"]
     return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_read)
+
+
+def _basic_index(index):
+    """``x[...]`` source for an index of ints and slices with literal bounds (NumPy's
+    basic indexing, which Numba makes a view of ``x``: a step's row of a stacked value,
+    a cotangent's block), or None."""
+    parts = []
+    for item in index:
+        if item[0] == "int" and isinstance(item[1], int):
+            parts.append(str(item[1]))
+        elif item[0] == "slice" and all(v is None or type(v) is int for v in item[1:]):
+            parts.append(":".join("" if v is None else str(v) for v in item[1:]))
+        else:
+            return None
+    return ", ".join(parts) or None
 
 
 def _lower_index_add(ctx, node):
@@ -466,6 +484,16 @@ def _lower_concatenate(ctx, node):
             lines.append(f"{tmp} = {name}.astype({ctx.dtype(out.dtype)})")
             name = tmp
         parts.append(name)
+    if node.params["axis"] == 0 and all(v.ndim for v in node.inputs):
+        # rows after rows: a copy of each part into place (runtime.put), where Numba's
+        # np.concatenate compiles anew for each number of parts, seconds for many
+        o = ctx.name(out)
+        lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+        offset = "0"
+        for v, name in zip(node.inputs, parts):
+            lines.append(f"put({o}, {offset}, {name})")
+            offset = ctx.size(v.shape[0]) if offset == "0" else f"{offset} + {ctx.size(v.shape[0])}"
+        return lines
     lines.append(f"{ctx.name(out)} = np.concatenate(({', '.join(parts)},), "
                  f"axis={node.params['axis']})")
     return lines

@@ -4,7 +4,7 @@ subexpressions, fusion, buffer reuse."""
 from .dce import dce  # noqa: F401
 from .cse import cse  # noqa: F401
 from .simplify import simplify  # noqa: F401
-from .sizes import canonical_sizes  # noqa: F401
+from .sizes import canonical_sizes, implied_bounds_dropped  # noqa: F401
 from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
 from ..ir import Graph, Var
@@ -15,7 +15,7 @@ def optimize(graph):
     through them first, on its own (its nodes depend on the loop's values, so nothing
     of it merges with the nodes around it), once the outputs of the region that
     nothing reads are dropped from it."""
-    graph = dce(canonical_sizes(graph))
+    graph = dce(canonical_sizes(implied_bounds_dropped(graph)))
     _optimize_regions(graph)
     return dce(cse(simplify(graph)))
 

@@ -52,6 +52,28 @@ class _Classes:
         self.parent[rb] = ra
 
 
+def implied_bounds_dropped(graph):
+    """The graph without the bound checks a stronger one implies: ``t < n`` for each
+    ``x[t]`` of a loop over ``x`` is one check, ``T - 1 < n`` (each is a test and a
+    raise in the kernel, compile time for nothing)."""
+    strongest = {}                         # (hi, error) -> (lo as a "<=" bound, key)
+    for key, message in graph.checks.items():
+        if is_bound(key) and isinstance(key[1], int) and not isinstance(key[2], int):
+            kind, lo, hi = key
+            need = lo + 1 if kind == "<" else lo
+            found = strongest.get((hi, message[0]))
+            if found is None or need > found[0]:
+                strongest[hi, message[0]] = (need, key)
+    keep = {key for _, key in strongest.values()}
+    checks = {key: m for key, m in graph.checks.items()
+              if not (is_bound(key) and isinstance(key[1], int) and not isinstance(key[2], int))
+              or key in keep}
+    if len(checks) == len(graph.checks):
+        return graph
+    return Graph(graph.inputs, graph.consts, graph.nodes, graph.outputs, graph.name, checks,
+                 graph.exact_sizes)
+
+
 def canonical_sizes(graph):
     """The graph with every run-time size written as its class's representative."""
     classes = _Classes()
