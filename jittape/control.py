@@ -331,8 +331,14 @@ def fori_loop(lower, upper, body, init):
 
 def while_loop(cond_fun, body_fun, init):
     """``body_fun(carry) -> carry`` while ``cond_fun(carry)`` holds, as
-    ``jax.lax.while_loop``, and differentiable in reverse mode here (the trip count may
-    depend on the data: in a compiled function each trip count is a variant)."""
+    ``jax.lax.while_loop``, and differentiable in reverse mode here, the trip count
+    depending on the data: compiled, the loop is one region whose backward pass runs it
+    again keeping each step's carry on a stack that grows in the kernel, then the steps'
+    VJPs in reverse (``regions.while_vjp``)."""
+    trace = current_trace()
+    if regions.compiles_as_loop(trace):
+        return regions.traced_while(trace, cond_fun, body_fun, init,
+                                    lambda a, b: _check_carry("while_loop", a, b, 0))
     carry = init
     step = 0
     while cond_fun(carry):

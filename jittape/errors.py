@@ -82,11 +82,17 @@ def user_frame():
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename.startswith("<jittape") or
-                os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)):
+        inside = _INSIDE.get(filename)
+        if inside is None:         # (a path made absolute once per file: every op asks)
+            inside = _INSIDE[filename] = (filename.startswith("<jittape") or os.path.abspath(
+                filename).startswith(_PACKAGE_DIR + os.sep))
+        if not inside:
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+_INSIDE = {}
 
 
 def at_user_line(message):

@@ -500,7 +500,7 @@ class Graph:
             text = node.text(sizes)
             for name in node.prim.regions:     # the body, indented, its own inputs named first
                 body = node.params[name]
-                own = body.inputs[:node.prim.bound(node)[0]]
+                own = body.inputs[:node.prim.bound(node, name)[0]]
                 text += f" over {', '.join(repr(v) for v in own)} {{"
             lines.append(indent + text + (f"    # {where}" if where else ""))
             for name in node.prim.regions:

@@ -58,13 +58,17 @@ class LoopPart(OpRecord):
         self.impl = impl
         self.lowerings = {"cpu": lower, "cuda": lower_cuda}
 
-    def bound(self, node):
-        """How many of the body's first inputs are the loop's own per-step values (the
-        rest are captured outer values, also the node's last inputs), and how many of
-        the node's first inputs feed them."""
+    def bound(self, node, name="body"):
+        """How many of region ``name``'s first inputs are the loop's own per-step values
+        (the rest are captured outer values, the node's last inputs), and how many of
+        the node's first inputs are not captured values."""
+        p = node.params
         if self.role == "scan":
-            n = node.params["carries"] + node.params["xs"]
+            n = p["carries"] + p["xs"]
             return n, n
+        if self.role == "while":
+            own = p["carries"] + (p.get("cotangents", 0) if name == "back" else 0)
+            return own, p["carries"] + p.get("cotangents", 0)
         return 1, 0
 
     def droppable(self, node):
@@ -83,7 +87,7 @@ def lower_nothing(ctx, node):
 def _no_value(**params):
     raise TracerError(at_user_line(
         "a Python branch (if, while, bool()) on a value computed from a loop's carry or "
-        "element: a jt.scan / jt.fori_loop body is traced once for every step, so it "
+        "element: a jt.scan / fori_loop / while_loop body is traced once for every step, so it "
         "cannot take a branch per step. Use jt.cond or jt.switch (or jt.where to choose "
         "between values)"))
 
@@ -395,7 +399,8 @@ def _clone(trace, nodes, mapping):
     for nd in nodes:
         params = dict(nd.params)
         for name in nd.prim.regions:
-            params[name] = _clone_graph(trace, nd.params[name], nd.prim.bound(nd)[0], mapping)
+            params[name] = _clone_graph(trace, nd.params[name], nd.prim.bound(nd, name)[0],
+                                        mapping)
         out = trace.new_var(nd.out.shape, nd.out.dtype)
         copy = ir.Node(nd.prim, [mapping.get(v.id, v) if isinstance(v, Var) else v
                                  for v in nd.inputs], params, out, nd.where)
@@ -407,7 +412,8 @@ def _clone(trace, nodes, mapping):
 
 def _clone_graph(trace, graph, own, mapping):
     for v in graph.inputs[:own]:
-        mapping[v.id] = trace.new_var(v.shape, v.dtype)
+        if v.id not in mapping:
+            mapping[v.id] = trace.new_var(v.shape, v.dtype)
     nodes = _clone(trace, graph.nodes, mapping)
     sub = lambda v: mapping.get(v.id, v) if isinstance(v, Var) else v     # noqa: E731
     return ir.Graph([sub(v) for v in graph.inputs], graph.consts, nodes,
@@ -416,3 +422,236 @@ def _clone_graph(trace, graph, own, mapping):
 
 
 SCAN.region_vjp = staticmethod(scan_vjp)
+
+
+# -- while loops --------------------------------------------------------------------
+#
+# ``while_loop``: inputs ``init + captured``; regions ``cond`` (inputs: the carry's
+# placeholders, then the captured values; output: the condition, a bool scalar) and
+# ``body`` (same inputs; outputs: the new carry). Its VJP is one ``while_grad`` region:
+# it runs the loop again, pushing each step's carry onto a stack that grows in the
+# kernel (the trip count is known only at the end), then runs ``back`` over the stack in
+# reverse: each step's forward again (on its carry) and its VJP, the captured values'
+# cotangents summed as carries (``cotangents`` of them, with the carry's cotangents,
+# first among the node's inputs after ``init``). Its outputs: those cotangents.
+
+def _lower_while(ctx, node):
+    p = node.params
+    cond, body, nc = p["cond"], p["body"], p["carries"]
+    region = ctx.name(node.out)
+    carries = body.inputs[:nc]
+    lines = [f"{ctx.name(c)} = {ctx.name(v)}" for c, v in zip(carries, node.inputs[:nc])]
+    grad = "back" in p
+    if grad:
+        count, size = ctx.tmp("count"), ctx.tmp("capacity")
+        lines += [f"{count} = 0", f"{size} = 16"]
+        stacks = [ctx.tmp("stack") for _ in carries]
+        lines += [f"{st} = empty({_rows(ctx, size, c.shape)}, {ctx.dtype(c.dtype)})"
+                  for st, c in zip(stacks, carries)]
+    lines.append("while True:   # the loop of jt.while_loop")
+    inner = ctx.block(cond.nodes, {v.id for v in cond.outputs if isinstance(v, Var)})
+    inner += [f"if not {ctx.name(cond.outputs[0])}:", "    break"]
+    if grad:                          # the step's carry, kept for the backward loop
+        inner += [f"if {count} == {size}:", f"    {size} = 2 * {size}"]
+        inner += [f"    {st} = grown({st}, {size})" for st in stacks]
+        inner += [f"put({st}, {count}, {ctx.name(c)})" for st, c in zip(stacks, carries)]
+        inner.append(f"{count} += 1")
+    inner += ctx.block(body.nodes, {v.id for v in body.outputs if isinstance(v, Var)})
+    inner += _assign(ctx, carries, body.outputs)
+    lines += ["    " + line for line in inner]
+    if not grad:
+        for j, (c, v) in enumerate(zip(carries, body.outputs)):
+            copy = ".copy()" if c.ndim and not _fresh(body, v) else ""
+            lines.append(f"{region}_{j} = {ctx.name(c)}{copy}")
+        return lines
+    back, nb = p["back"], p["cotangents"]
+    own = back.inputs[:nb]
+    lines += [f"{ctx.name(g)} = {ctx.name(v)}" for g, v in zip(own, node.inputs[nc:nc + nb])]
+    t = ctx.tmp("step")
+    lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
+    inner = [f"{ctx.name(c)} = {st}[{t}]" for st, c in zip(stacks, back.inputs[nb:nb + nc])]
+    inner += ctx.block(back.nodes, {v.id for v in back.outputs if isinstance(v, Var)})
+    inner += _assign(ctx, own, back.outputs)
+    lines += ["    " + line for line in inner]
+    for j, (g, v) in enumerate(zip(own, back.outputs)):
+        copy = ".copy()" if g.ndim and not _fresh(back, v) else ""
+        lines.append(f"{region}_{j} = {ctx.name(g)}{copy}")
+    return lines
+
+
+def _rows(ctx, count, shape):
+    return "(" + ", ".join([count] + [ctx.size(d) for d in shape]) + ",)"
+
+
+def _assign(ctx, targets, values):
+    """``a, b = x, y``: a loop's carries take their new values at once."""
+    if not targets:
+        return []
+    if len(targets) == 1:
+        return [f"{ctx.name(targets[0])} = {ctx.name(values[0])}"]
+    return [", ".join(ctx.name(c) for c in targets) + " = "
+            + ", ".join(ctx.name(v) for v in values)]
+
+
+def _while_abstract(*inputs, **params):
+    return Aval((), "bool")
+
+
+WHILE = LoopPart("while_loop", "while", _while_abstract, _lower_while, None,
+                 regions=("cond", "body"))
+WHILE_GRAD = LoopPart("while_grad", "while", _while_abstract, _lower_while, None,
+                      regions=("cond", "body", "back"))
+RECORDS = RECORDS + (WHILE, WHILE_GRAD)
+
+
+def _ancestors(nodes, outputs):
+    """The nodes of ``nodes`` (in order) that ``outputs`` depend on."""
+    by_out = {n.out.id: n for n in nodes}
+    needed, stack = set(), [v for v in outputs if isinstance(v, Var)]
+    while stack:
+        v = stack.pop()
+        n = by_out.get(v.id)
+        if n is not None and n.out.id not in needed:
+            needed.add(n.out.id)
+            stack.extend(n.var_inputs())
+    return [n for n in nodes if n.out.id in needed]
+
+
+def _captured(graphs_nodes, outputs, local):
+    made = {n.out.id for nodes in graphs_nodes for n in nodes} | local
+    captured, seen = [], set()
+    for v in [v for nodes in graphs_nodes for n in nodes for v in n.var_inputs()] + \
+            [v for v in outputs if isinstance(v, Var)]:
+        if v.id not in made and v.id not in seen:
+            seen.add(v.id)
+            captured.append(v)
+    return captured
+
+
+def traced_while(trace, cond_fun, body_fun, init, check_carry):
+    """``jt.while_loop`` in ``trace``: its condition and body traced once into a
+    ``while_loop`` region (see above). Returns the final carry."""
+    def step(carry, _):
+        pred = cond_fun(carry)
+        return body_fun(carry), pred
+    init_leaves, init_def = tree.flatten(init)
+    inits = [trace.tracer(_operand(v)) for v in init_leaves]
+    weak = {k for k, a in enumerate(init_leaves)
+            if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)}
+    found = _trace_body(trace, step, init, inits, init_def, [], None, check_carry, weak)
+    changed = [k for k in weak if found[2][k].dtype != inits[k].dtype]
+    if changed:
+        del trace.nodes[found[0]:]
+        inits = [ops.cast(t, found[2][k].dtype) if k in changed else t
+                 for k, t in enumerate(inits)]
+        found = _trace_body(trace, step, init, inits, init_def, [], None, check_carry, ())
+    start, slots, new_leaves, y_leaves, _, _ = found
+    pred = y_leaves[0] if len(y_leaves) == 1 else None
+    if pred is None or any(int(d) != 1 for d in pred._var.shape):
+        raise TypeError(at_user_line("while_loop: cond_fun must return a scalar"))
+    if pred.dtype != np.bool_:
+        pred = ops.not_equal(pred, 0)
+    if pred._var.ndim:
+        pred = ops.reshape(pred, ())
+    local = {t._var.id for t in slots}
+    nodes, _ = _cut(trace, start, local)
+    cond_nodes = _ancestors(nodes, [pred._var])
+    if not cond_nodes and pred._var.id not in local:
+        constant = next((c.value for c in trace.consts if c.var is pred._var), None)
+        if constant is not None and not bool(constant):
+            return init                        # a condition false from the start
+        raise ValueError(at_user_line(
+            "while_loop: the condition does not depend on the carry: the loop would "
+            "never end (or never start)"))
+    mapping = {t._var.id: t._var for t in slots}
+    step_nodes = _clone(trace, _ancestors(nodes, [v._var for v in new_leaves]), mapping)
+    new = [mapping.get(v._var.id, v._var) for v in new_leaves]
+    captured = _captured([cond_nodes, step_nodes], [pred._var] + new, local)
+    inputs = [t._var for t in slots] + captured
+    params = {"cond": ir.Graph(inputs, [], cond_nodes, [pred._var], name="while_cond",
+                               checks=trace.checks),
+              "body": ir.Graph(inputs, [], step_nodes, new, name="while_body",
+                               checks=trace.checks),
+              "carries": len(slots)}
+    region = trace._node(WHILE, [t._var for t in inits] + captured, params, Aval((), "bool"))
+    outs = [Tracer._of(trace._node(SCAN_OUTPUT, [region], {"index": j},
+                                   Aval(tuple(v.shape), v.dtype)), trace)
+            for j, v in enumerate(new)]
+    return tree.unflatten(init_def, outs)
+
+
+def while_vjp(trace, node, cts, relevant=None):
+    """The cotangents of a while loop's inputs: one ``while_grad`` region (see above)."""
+    p = node.params
+    cond, body, nc = p["cond"], p["body"], p["carries"]
+    init, cap_outer = node.inputs[:nc], node.inputs[nc:]
+    cap = body.inputs[nc:]
+    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
+        lambda v: isinstance(v, Var) and v.id in relevant)
+    where = trace.where
+    start = len(trace.nodes)
+    mapping = {}
+    for v in body.inputs[:nc]:
+        mapping[v.id] = trace.new_var(v.shape, v.dtype)
+    cond2 = _clone_graph(trace, cond, nc, mapping)
+    body2 = _clone_graph(trace, body, nc, mapping)
+    slots = body2.inputs[:nc]
+    again = {}
+    nodes = _clone(trace, body2.nodes, again)          # the step run again, on its carry
+    trace.nodes.extend(nodes)
+    new = [again.get(v.id, v) if isinstance(v, Var) else v for v in body2.outputs]
+    k = iter(range(1 << 30))
+    fc = [j for j in range(nc) if _floating(slots[j])]
+    g = {j: _slot(trace, slots[j].shape, slots[j].dtype, next(k)) for j in fc}
+    fcap = [j for j in range(len(cap)) if _floating(cap[j]) and wanted(cap_outer[j])]
+    grads = backward(trace, [(new[j], g[j]) for j in fc if _floating(new[j])],
+                     [slots[j] for j in fc] + [cap[j] for j in fcap], nodes)
+    trace.where = where
+    grads = [c if c is None or c.dtype == w.dtype else ops.cast(c, w.dtype)
+             for c, w in zip(grads, [slots[j] for j in fc] + [cap[j] for j in fcap])]
+    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
+    carried = []
+    for j, c in zip(fc, grads[:len(fc)]):
+        final = cts.get(j)
+        carried.append((g[j]._var, (final if final is not None else
+                                    ops.zeros_like(outer(init[j])))._var,
+                        (c if c is not None else ops.zeros_like(outer(init[j])))._var))
+    acc = []
+    for j, c in zip(fcap, grads[len(fc):]):
+        if c is not None:
+            a = _slot(trace, cap[j].shape, cap[j].dtype, next(k))
+            carried.append((a._var, ops.zeros_like(outer(cap_outer[j]))._var,
+                            ops.add(a, c)._var))
+            acc.append(j)
+    local = {c[0].id for c in carried} | {v.id for v in slots}
+    back, _ = _cut(trace, start, local)
+    outputs = [c[2] for c in carried]
+    captured = _captured([cond2.nodes, body2.nodes, back], [cond2.outputs[0]] + body2.outputs
+                         + outputs, local)
+    inputs = list(slots) + captured
+    params = {"cond": ir.Graph(inputs, [], cond2.nodes, cond2.outputs, name="while_cond",
+                               checks=trace.checks),
+              "body": ir.Graph(inputs, [], body2.nodes, body2.outputs, name="while_body",
+                               checks=trace.checks),
+              "back": ir.Graph([c[0] for c in carried] + inputs, [], back, outputs,
+                               name="while_back", checks=trace.checks),
+              "carries": nc, "cotangents": len(carried)}
+    region = trace._node(WHILE_GRAD, list(init) + [c[1] for c in carried] + captured, params,
+                         Aval((), "bool"))
+    found = []
+    for m, (ph, _, _) in enumerate(carried):
+        out = Tracer._of(trace._node(SCAN_OUTPUT, [region], {"index": m},
+                                     Aval(tuple(ph.shape), ph.dtype)), trace)
+        found.append((fc[m] if m < len(fc) else nc + acc[m - len(fc)], out))
+    return found
+
+
+def _no_second_order(trace, node, cts, relevant=None):
+    raise UnsupportedError(at_user_line(
+        "differentiating the gradient of a jt.while_loop (a second derivative) is not "
+        "supported in a compiled function; use jt.fori_loop or jt.scan where the trip "
+        "count is known"))
+
+
+WHILE.region_vjp = staticmethod(while_vjp)
+WHILE_GRAD.region_vjp = staticmethod(_no_second_order)

@@ -302,3 +302,38 @@ def test_checkpointed_scans_give_the_same_gradients(policy, reverse):
 def test_a_bad_checkpoint_policy_is_an_error():
     with pytest.raises(ValueError, match="checkpoint="):
         jt.scan(lambda c, x: (c, x), 0.0, np.ones(3), checkpoint="sometimes")
+
+
+def _damped(w, x0):
+    """Iterate x <- tanh(w x) + x0 / 2 until the step is small: a trip count that
+    depends on the data (about 30 steps here: past the stack's first growth)."""
+    def cond(c):
+        x, dx, k = c
+        return (jt.sum(dx * dx) > 1e-20) & (k < 200)
+
+    def body(c):
+        x, _, k = c
+        new = jt.tanh(x @ w) * 0.5 + x0 * 0.5
+        return new, new - x, k + 1
+    x, _, k = jt.while_loop(cond, body, (x0, x0 + 1.0, 0))
+    return jt.sum(x * x) + 0.0 * jt.cast(k, jt.float64)
+
+
+def test_a_compiled_while_loop_is_one_region_and_differentiates():
+    w = RNG.normal(size=(3, 3)) * 0.3
+    x0 = RNG.normal(size=(2, 3))
+    graph = jt.value_and_grad(_damped, argnums=(0, 1)).lower(w, x0).ir
+    names = [n.prim.name for n in graph.all_nodes()]
+    assert "while_loop" in names and "while_grad" in names
+    _check_all_paths(_damped, (w, x0), rtol=1e-5)
+    f = jt.value_and_grad(_damped, argnums=(0, 1))
+    f(w, x0)
+    f(w * 0.1, x0)                       # another trip count: the same kernel
+    assert f.cache_info().traces == 1
+
+
+def test_second_derivatives_through_a_compiled_while_loop_raise():
+    def f(x):
+        return jt.while_loop(lambda c: c[1] < 3, lambda c: (jt.sin(c[0]), c[1] + 1), (x, 0))[0]
+    with pytest.raises(UnsupportedError, match="while_loop"):
+        jt.hessian(lambda x: jt.sum(f(x)))(np.ones(2))

@@ -30,7 +30,7 @@ import numpy as np
 
 from jittape.errors import NumericsError, OutOfRange, SignatureMismatch, SizeMismatch  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
-    any_differ, any_equal, dot, empty, fill, full, link, matmul2d, put, reshape, scratch,
+    any_differ, any_equal, dot, empty, fill, full, grown, link, matmul2d, put, reshape, scratch,
     slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.mathlib import (  # noqa: F401

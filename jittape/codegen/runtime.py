@@ -325,6 +325,15 @@ def _lower_reshape(context, builder, sig, args):
     return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
 
 
+@_jit
+def grown(stack, size):
+    """``stack`` (C-ordered) with room for ``size`` rows, its rows copied: a loop's stack
+    of steps whose number is known only at its end (a while loop's)."""
+    out = np.empty((size,) + stack.shape[1:], stack.dtype)
+    out[:stack.shape[0]] = stack
+    return out
+
+
 def put(stack, t, value):
     """``stack[t] = value`` for a C-ordered ``stack`` and a ``value`` of the shape of
     ``stack[t]`` (or a scalar, for a 1-d stack): how loops store one step's value; or

@@ -30,9 +30,9 @@ def _optimize_regions(graph):
     for node in graph.nodes:
         if not node.prim.regions:
             continue
-        own, feeds = node.prim.bound(node)
         read, made = set(), set()
         for name in node.prim.regions:
+            own = node.prim.bound(node, name)[0]
             body = node.params[name]
             drop = set(node.prim.droppable(node)) - used.get(node.out.id, set())
             if drop:                              # per-step values nothing reads: not kept
@@ -45,9 +45,11 @@ def _optimize_regions(graph):
             made |= {v.id for v in body.inputs[:own]} | {n.out.id for n in body.all_nodes()}
             read |= {v.id for n in body.all_nodes() for v in n.var_inputs()}
             read |= {v.id for v in body.outputs if isinstance(v, Var)}
+        feeds = node.prim.bound(node)[1]
         captured = [k for k in range(feeds, len(node.inputs))
                     if not isinstance(node.inputs[k], Var) or node.inputs[k].id in read - made]
         for name in node.prim.regions:            # the body's captured inputs follow the node's
+            own = node.prim.bound(node, name)[0]
             body = node.params[name]
             node.params[name] = Graph(
                 body.inputs[:own] + [body.inputs[own - feeds + k] for k in captured],
