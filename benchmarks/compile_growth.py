@@ -20,14 +20,29 @@ Every point (program, size, system) runs in a fresh Python process with a new, e
 * ``import_s``: importing jittape (with Numba) or JAX, before any clock below;
 * ``first_s``: the first call, from just before it to its return (trace, differentiate,
   compile, run; JAX's results waited for);
-* ``steady_us``: the median call after the first 100 (at least 20 calls, about 1 s);
 * ``wall100_s``: from before the first call to the return of the 100th, what an
-  optimisation loop of 100 steps waits for.
+  optimisation loop of 100 steps waits for;
+* ``steady_us``: the median call after those 100 (at least 20 calls, about 1 s); for
+  jittape after ``f.kernel(...)`` has waited for a compile still running, so that it
+  times the compiled kernel (``kernel_ready_s``: when it was ready, from before the
+  first call).
+
+With ``jt.config.tiered`` on, the first calls run the generated module as Python while
+Numba compiles in a thread, so ``first_s`` is no longer the compile's cost and
+``wall100_s`` (with ``kernel_ready_s``) is the figure to read; ``cache_info`` says how
+many calls ran as Python (``python_calls``) and ``call_ms`` has each of the 100 calls.
+``--config tiered=False`` (any ``jt.config`` attribute, a Python literal) sets it in
+every jittape process.
 
 Numba's own cache directory is left as it is: jittape's runtime helpers are compiled
 once per installation and kept there like any installed library's, and a warm-up
 process per jittape program makes sure they are before the points run. JAX has no
 persistent cache unless configured, so each of its processes compiles from scratch.
+
+The ``jittape`` package is copied from this tree when the run starts, and every
+process imports the copy, so that edits to the tree during a run (which takes minutes)
+do not mix two versions into one table; the JSON names the tree's commit and the
+package's files changed from it (``tree_changes``).
 
 Each process runs on one core (``taskset -c 0`` where there is ``taskset``), with one
 thread for BLAS, Numba and XLA. A process past ``--timeout`` seconds is killed and its
@@ -39,6 +54,7 @@ mismatch loudly (exit status 1). Results go to ``benchmarks/results/compile_grow
 """
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -108,7 +124,7 @@ def _argnums(program):
     return 0 if program == "mlp" else (0, 1)
 
 
-def point(system, program, size, save):
+def point(system, program, size, save, settings=()):
     """Time one point; print its JSON line; save value and gradients to ``save``."""
     import numpy as np
     out = {"system": system, "program": program, "size": size, "pid": os.getpid()}
@@ -125,44 +141,56 @@ def point(system, program, size, save):
         call = lambda: jax.block_until_ready(f(*args))          # noqa: E731
         flat = lambda tree: [np.asarray(a) for a in jax.tree_util.tree_leaves(tree)]  # noqa: E731
     else:
-        sys.path.insert(0, ROOT)
         import jittape as jt
         import numba
         numba.set_num_threads(1)
         out["import_s"] = time.perf_counter() - t0
+        for key, value in settings:
+            setattr(jt.config, key, value)
+        out["config"] = {k: getattr(jt.config, k) for k in ("tiered", "roll_loops", "parallel")
+                         if hasattr(jt.config, k)}
         f = jt.value_and_grad(_losses(np, jt.scan)[program], argnums=_argnums(program))
         args = _data(program, size)
         call = lambda: f(*args)                                  # noqa: E731
         flat = lambda tree: [np.asarray(a) for a in jt.tree.flatten(tree)[0]]  # noqa: E731
     start = time.perf_counter()
     result = call()
-    out["first_s"] = time.perf_counter() - start
+    ends = [time.perf_counter() - start]
     for _ in range(99):
         call()
-    out["wall100_s"] = time.perf_counter() - start
+        ends.append(time.perf_counter() - start)
+    out["first_s"], out["wall100_s"] = ends[0], ends[-1]
+    out["call_ms"] = [round((b - a) * 1e3, 3) for a, b in zip([0.0] + ends, ends)]
+    if system == "jittape" and hasattr(f, "kernel"):
+        f.kernel(*args)                      # a compile still running, waited for
+        out["kernel_ready_s"] = time.perf_counter() - start
     times = []
     begin = time.perf_counter()
     while len(times) < 20 or (time.perf_counter() - begin < 1.0 and len(times) < 5000):
         t = time.perf_counter()
-        call()
+        last = call()
         times.append(time.perf_counter() - t)
     out["steady_us"] = statistics.median(times) * 1e6
     out["steady_calls"] = len(times)
     if system == "jittape" and hasattr(f, "cache_info"):
         info = f.cache_info()
         out["cache_info"] = info._asdict() if hasattr(info, "_asdict") else repr(info)
-    value, grads = result
-    np.savez(save, *flat(grads), value=np.asarray(value))
+    # the steady (compiled) result is the one checked against the other systems; the
+    # first call's (a Python tier's, when tiered) against it here
+    first = [np.asarray(result[0])] + flat(result[1])
+    final = [np.asarray(last[0])] + flat(last[1])
+    out["first_vs_steady_rel_err"] = _rel_err(first, final)
+    np.savez(save, *final[1:], value=final[0])
     print(MARK + json.dumps(out), flush=True)
 
 
 # -- the parent -------------------------------------------------------------------------
 
 
-def _environment(cache_dir):
+def _environment(cache_dir, tree):
     env = dict(os.environ, JITTAPE_CACHE_DIR=cache_dir, NUMBA_NUM_THREADS="1",
                XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("NUMBA_DISABLE_JIT", None)
     env.pop("JAX_ENABLE_X64", None)
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -170,18 +198,20 @@ def _environment(cache_dir):
     return env
 
 
-def run_point(system, program, size, work, pin, timeout):
+def run_point(system, program, size, work, pin, timeout, settings=""):
     """One point in a fresh process with an empty jittape cache: its JSON (``"timeout"``
     or ``"error"`` in place of times when it failed)."""
     tag = f"{system}-{program}-{size}"
     cache = tempfile.mkdtemp(prefix=f"cache-{tag}-", dir=work)
     save = os.path.join(work, tag + ".npz")
-    cmd = pin + [sys.executable, os.path.abspath(__file__), "--point", system, program,
-                 str(size), save]
+    tree = os.path.join(work, "tree")             # the package's copy (see the docstring)
+    cmd = pin + [sys.executable, os.path.join(tree, "compile_growth.py"), "--point", system,
+                 program,
+                 str(size), save] + ([settings] if settings and system == "jittape" else [])
     began = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=_environment(cache), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(cmd, env=_environment(cache, tree), cwd=tree,
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"system": system, "program": program, "size": size,
                 "status": "timeout", "timeout_s": timeout}
@@ -204,21 +234,29 @@ def _load(path):
         return [z["value"]] + [z[f"arr_{i}"] for i in range(len(z.files) - 1)]
 
 
-def _check(result, reference):
-    """Whether ``result``'s saved value and gradients agree with ``reference``'s
-    (rtol 1e-8, atol 1e-12 of the largest magnitude of each array)."""
+def _rel_err(got, want):
+    """The largest relative difference between two lists of arrays, each element's
+    against ``want``'s magnitude plus 1e-4 of the array's largest (so that elements near
+    zero do not dominate: 1e-12 of the largest, at rtol 1e-8); inf when the lists or
+    shapes differ."""
     import numpy as np
-    got, want = _load(result["saved"]), _load(reference["saved"])
-    if len(got) != len(want):
-        return {"ok": False, "why": f"{len(got)} arrays against {len(want)}"}
+    if len(got) != len(want) or any(np.shape(g) != np.shape(w) for g, w in zip(got, want)):
+        return float("inf")
     worst = 0.0
     for g, w in zip(got, want):
-        if g.shape != w.shape:
-            return {"ok": False, "why": f"shape {g.shape} against {w.shape}"}
         scale = max(float(np.max(np.abs(w))), 1e-300)
         err = np.abs(g - w) / (np.abs(w) + 1e-12 * scale / RTOL)
         worst = max(worst, float(np.max(err)))
-    return {"ok": worst <= RTOL, "max_rel_err": worst,
+    return worst
+
+
+def _check(result, reference):
+    """Whether ``result``'s saved value and gradients agree with ``reference``'s
+    (rtol 1e-8), and with its own first call."""
+    worst = _rel_err(_load(result["saved"]), _load(reference["saved"]))
+    own = result.get("first_vs_steady_rel_err", 0.0)
+    return {"ok": worst <= RTOL and own <= RTOL, "max_rel_err": worst,
+            "first_vs_steady_rel_err": own,
             "against": f"{reference['system']} {reference['program']}"}
 
 
@@ -241,21 +279,26 @@ def _fmt(row, key, scale=1.0, digits=3):
     v = row.get(key)
     if row.get("status") != "ok":
         return row.get("status", "?")
+    if key not in row:
+        return ""
     return f"{v * scale:.{digits}f}" if v is not None else "-"
 
 
 def table(points, ratios):
     lines = [f"{'program':9} {'size':>5} {'system':8} {'import s':>9} {'first s':>9} "
-             f"{'steady us':>10} {'wall100 s':>10} {'first/JAX':>9} {'steady/JAX':>10} "
+             f"{'steady us':>10} {'wall100 s':>10} {'kernel s':>9} {'py calls':>8} {'first/JAX':>9} {'steady/JAX':>10} "
              f"{'wall100/JAX':>11} {'agree':>6}"]
     for p in points:
         r = ratios.get((p["program"], p["size"]), {}) if p["system"] == "jittape" else {}
         check = p.get("check")
         agree = "-" if check is None else ("yes" if check["ok"] else "NO")
+        info = p.get("cache_info")
+        py = info.get("python_calls", "") if isinstance(info, dict) else ""
         lines.append(
             f"{p['program']:9} {p['size']:>5} {p['system']:8} {_fmt(p, 'import_s'):>9} "
             f"{_fmt(p, 'first_s'):>9} {_fmt(p, 'steady_us', digits=1):>10} "
-            f"{_fmt(p, 'wall100_s'):>10} {str(r.get('first', '')):>9} "
+            f"{_fmt(p, 'wall100_s'):>10} {_fmt(p, 'kernel_ready_s'):>9} {py:>8} "
+            f"{str(r.get('first', '')):>9} "
             f"{str(r.get('steady', '')):>10} {str(r.get('wall100', '')):>11} {agree:>6}")
     return "\n".join(lines)
 
@@ -264,7 +307,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--point"]:
         system, program, size, save = argv[1:5]
-        point(system, program, int(size), save)
+        point(system, program, int(size), save, json.loads(argv[5]) if len(argv) > 5 else ())
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -273,6 +316,9 @@ def main(argv=None):
                         help="programs to run, of " + ",".join(SIZES))
     parser.add_argument("--jax", action=argparse.BooleanOptionalAction, default=True,
                         help="run JAX's matching programs too (default: yes)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="set jt.config.KEY to the Python literal VALUE in jittape's "
+                             "processes (repeatable), e.g. tiered=False")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per process")
     parser.add_argument("--json", default=os.path.join(HERE, "results", "compile_growth.json"))
     args = parser.parse_args(argv)
@@ -281,32 +327,51 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown points {unknown}; choose from {','.join(SIZES)}")
     sizes = QUICK_SIZES if args.quick else SIZES
+    settings = []
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--config wants KEY=VALUE, got {item!r}")
+        try:
+            settings.append((key.strip(), ast.literal_eval(value.strip())))
+        except (ValueError, SyntaxError):
+            parser.error(f"--config {item!r}: the value is not a Python literal")
+    settings = json.dumps(settings) if settings else ""
     systems = ["jittape", "jax"] if args.jax else ["jittape"]
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     print("each point in a fresh process, "
           + ("pinned to CPU 0 with taskset -c 0" if pin else "not pinned (no taskset)")
           + ", one thread for BLAS, Numba and XLA; float64", flush=True)
 
+    work = tempfile.mkdtemp(prefix="jittape-compile-growth-")
+    shutil.copytree(os.path.join(ROOT, "jittape"), os.path.join(work, "tree", "jittape"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, HERE)
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.join(work, "tree"))       # the copy every process imports
     from timing import machine_info
     import jittape
-
-    work = tempfile.mkdtemp(prefix="jittape-compile-growth-")
+    shutil.copy(os.path.abspath(__file__), os.path.join(work, "tree", "compile_growth.py"))
+    tree_changes = subprocess.run(["git", "-C", ROOT, "status", "--short", "--", "jittape"],
+                                  capture_output=True, text=True).stdout.splitlines()
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
     points, failed_checks = [], []
     try:
-        for program in programs:      # Numba's cache of jittape's runtime helpers, filled
-            run_point("jittape", program, sizes[program][0], work, pin, args.timeout)
+        # Numba's cache of the copy's runtime helpers, filled as after any earlier use
+        for program in programs:
+            run_point("jittape", program, sizes[program][0], work, pin, args.timeout,
+                      settings)
         for program in programs:
             for size in sizes[program]:
                 row = {}
                 for system in systems:
-                    p = run_point(system, program, size, work, pin, args.timeout)
+                    p = run_point(system, program, size, work, pin, args.timeout, settings)
                     row[system] = p
                     points.append(p)
                     shown = {k: (round(v, 4) if isinstance(v, float) else v)
                              for k, v in p.items() if k in ("import_s", "first_s",
-                                                            "steady_us", "wall100_s", "status")}
+                                                            "steady_us", "wall100_s",
+                                                            "kernel_ready_s", "status")}
                     print(f"{program} {SIZE_NAME[program]}={size} {system}: {shown}", flush=True)
                     if p["status"] == "error":
                         print(p["stderr_tail"], file=sys.stderr, flush=True)
@@ -327,6 +392,11 @@ def main(argv=None):
                         print(f"\n!!!! MISMATCH: {p['system']} {p['program']} size "
                               f"{p['size']} against {p['check']}\n", file=sys.stderr, flush=True)
                     break
+            own = p.get("first_vs_steady_rel_err", 0.0)
+            if "check" not in p and own > RTOL:
+                failed_checks.append(p)
+                print(f"\n!!!! MISMATCH: {p['system']} {p['program']} size {p['size']}: first "
+                      f"call against steady call, rel err {own}\n", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for p in points:
@@ -367,10 +437,13 @@ def main(argv=None):
         "benchmark": "first call, steady call and 100 calls in fresh processes, jittape "
                      "against JAX, as the program grows",
         "command": "python benchmarks/compile_growth.py " + " ".join(argv),
-        "head": subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
-                               text=True).stdout.strip(),
+        "head": head,
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": dict(machine_info(jittape), **_versions()),
+        "tree_changes": tree_changes,
+        "machine": dict(machine_info(jittape), **_versions(),
+                        blas_threads={v: "1" for v in ("OPENBLAS_NUM_THREADS",
+                                                       "OMP_NUM_THREADS", "MKL_NUM_THREADS")}),
+        "config": dict(settings and json.loads(settings) or []),
         "pinning": " ".join(pin) or None,
         "threads": "1 for BLAS, Numba (NUMBA_NUM_THREADS) and XLA",
         "dtype": "float64 (JAX with jax_enable_x64)",

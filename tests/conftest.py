@@ -12,6 +12,10 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# First calls wait for their kernel (deterministic cache_info counts and results; in
+# the processes that tests start too): tests of tiered calls turn jt.config.tiered on.
+os.environ["JITTAPE_TIERED"] = "0"
+
 # Compiled functions go to a disk cache of this test process, never the user's
 # (~/.cache/jittape): tests that need their own take the ``cache_dir`` fixture.
 _CACHE = tempfile.mkdtemp(prefix="jittape-tests-")

@@ -33,6 +33,14 @@ entries in use are touched; once the directory holds more than
 entries whole. With the disk cache off (or unusable), CPU kernels compile from memory
 with no file at all; CUDA drivers, whose kernels Numba caches only from a real file, go
 to a private temporary directory removed at exit.
+
+In the background (``jt.config.tiered``): a compiled function whose CPU kernel must
+compile (``loadable`` is False) has it compiled in a thread of its own
+(``compile_in_background``: what the first call would do, for the first call's argument
+types) and runs the generated module as plain Python meanwhile, in ``python_globals``,
+where nothing calls into Numba (``codegen/python_tier.py``). ``compiling`` says whether the thread is still at it;
+a first call after it finds the kernel ready (``first_call`` waits for the thread where
+it has not finished).
 """
 
 import atexit
@@ -46,6 +54,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import types
 import warnings
 
@@ -72,6 +81,13 @@ class _Kernel:
         self.from_disk = from_disk      # the module file was already in the cache
         self.called = False             # its first call has run (compiled or loaded)
         self.lock = threading.Lock()    # held for the first call
+        # a compile in a thread of its own while calls run the module as Python
+        # (compile_in_background): running, whether it compiled (not loaded), its failure
+        self.compiling = False
+        self.background = None
+        self.background_compiled = False
+        self.error = None
+        self.started = 0.0              # (time.perf_counter) when that compile began
 
 
 class Built:
@@ -615,3 +631,103 @@ def call_shared(disp, args):
                 return disp(*args)
             finally:
                 disp.disable_compile()
+
+
+# -- the kernel compiled in the background (tiered calls) -----------------------------------
+
+def loadable(built):
+    """Whether the first call of ``built``'s kernel needs no compile: the kernel has run
+    in this process, or the disk cache holds Numba's files for its module, each recorded
+    in the entry's manifest (a load, checked as ever when it happens)."""
+    kernel = built.kernel
+    if kernel.called:
+        return True
+    if not (kernel.cached and kernel.from_disk):
+        return False
+    root, name = os.path.split(kernel.path)
+    name = name[:-len(".py")]
+    try:
+        recorded = _read_manifest(os.path.join(root, name + ".manifest"))["numba"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(recorded, dict):
+        return False
+    directory = os.path.join(root, "__pycache__")
+    return (any(n.endswith(".nbi") for n in recorded)
+            and all(os.path.exists(os.path.join(directory, n)) for n in recorded))
+
+
+def compiling(built):
+    """Whether ``built``'s kernel is being compiled in the background."""
+    return built.kernel.compiling
+
+
+def compile_in_background(built, args):
+    """Start compiling ``built``'s kernel for the types of ``args`` (its first call's
+    arguments) in a thread of its own, unless it has run or is compiling already.
+    Returns whether this request started it.
+
+    The thread is not a daemon: a process that ends while it compiles waits for it, so
+    that the kernel reaches the disk cache and the next process loads it (and Numba is
+    not torn down in the middle of a compile)."""
+    kernel = built.kernel
+    with _BACKGROUND_LOCK:
+        if kernel.called or kernel.compiling:
+            return False
+        disp = kernel.dispatcher
+        try:                       # typed here, as the dispatcher types a call
+            argtypes = tuple(disp.typeof_pyval(a) for a in args)
+        except Exception:          # (the first call raises it, compiling as ever)
+            return False
+        thread = threading.Thread(target=_compile_in_background, args=(kernel, argtypes),
+                                  name=f"jittape compile of {os.path.basename(kernel.path)}")
+        kernel.compiling, kernel.background, kernel.error = True, thread, None
+        kernel.started = time.perf_counter()
+        thread.start()
+        return True
+
+
+def _compile_in_background(kernel, argtypes):
+    """The thread's work: what a first call does, without the call (``first_call``). A
+    failure is kept (``error``): the next call finds no compile running and compiles at
+    its first call as before, which raises it there."""
+    try:
+        with kernel.lock:
+            if kernel.called:
+                return
+            disp = kernel.dispatcher
+            init = getattr(disp, "_compilation_chain_init_hook", None)
+            if init is not None:          # (Numba's own calls run it before a compile)
+                init()
+            disp.compile(argtypes)
+            disp.disable_compile()
+            stats = getattr(disp, "stats", None)
+            kernel.background_compiled = not (stats and sum(stats.cache_hits.values()))
+            kernel.called = True
+    except Exception as err:
+        kernel.error = err
+    finally:
+        kernel.compiling = False
+
+
+def wait(built, timeout=None):
+    """Wait for a background compile of ``built``'s kernel, if one runs (at most
+    ``timeout`` seconds)."""
+    thread = built.kernel.background
+    if thread is not None and built.kernel.compiling:
+        thread.join(timeout)
+
+
+def _before_fork():
+    """A forked child has none of its parent's threads, and would find the locks that a
+    compile holds (this module's and Numba's) taken for ever: a fork waits for the
+    compiles running in the background to finish."""
+    for kernel in list(_TABLE.values()):
+        thread = kernel.background
+        if kernel.compiling and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+_BACKGROUND_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)

@@ -22,23 +22,49 @@ serve the sizes it was traced with makes the function keyed on exact sizes
 
 import collections
 import sys
+import time
 import warnings
 
 import numpy as np
 
 from .. import config, ir
-from ..codegen import build
-from ..errors import (JittapeError, RecompileWarning, ShapeError, SizeMismatch, at_user_line,
-                      caller_frames)
+from ..codegen import build, python_tier
+from ..errors import (JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
+                      SizeMismatch, at_user_line, caller_frames)
 from ..recording import TRACES, current_trace
 from . import fastpath
 from .capture import _checks_hold, _implicit_inputs, _reuse
-from .fastpath import _classes, _fast_leaf, _fast_tree
+from .fastpath import _classes, _fast_leaf, _fast_tree, generate
 from .signature import _signature_change
 
-CacheInfo = collections.namedtuple("CacheInfo", "traces compiles hits disk_hits misses")
+CacheInfo = collections.namedtuple("CacheInfo",
+                                   "traces compiles hits disk_hits misses python_calls")
 
 _ndarray = np.ndarray
+# what the generated module raises in its opening checks, alike as Python and compiled
+_CHECKS = (SignatureMismatch, SizeMismatch, OutOfRange)
+# the share of the time since a kernel's compile began that calls may run as Python
+# (``Variants._python_turn``)
+PYTHON_SHARE = 0.25
+# arguments of more elements than this wait for the kernel: their first call as Python
+# (a statement per element and op) would take about as long as the compile
+PYTHON_ELEMENTS = 2 ** 18
+PYTHON_WORK = 2 ** 20
+
+
+def _python_work(nodes, trips=1):
+    """How many elements the generated code computes, loops' bodies once per step (a
+    while loop's: 16 steps): about what its plain Python costs."""
+    total = 0
+    for node in nodes:
+        size = 1
+        for d in node.out.shape:
+            size *= int(d)
+        total += trips * size
+        for name in node.prim.regions:
+            total += _python_work(node.params[name].nodes,
+                                  trips * int(node.params.get("length", 16)))
+    return total
 
 
 class _Entry:
@@ -66,6 +92,11 @@ class _Entry:
         self.writes = list(writes)
         self.guards = list(guards)
         self.called = False
+        # the generated module run as Python while the kernel compiles in the background
+        # (tiered calls): None until the first call decides, False where it waits
+        self.python = None
+        self.started = False          # its first call started that compile
+        self.python_time = 0.0        # seconds its calls ran as Python
         self.user_kernel = None       # what kernel() returns, made on demand
         self.caller = None            # the generated fast-path call (fastpath.caller)
         self.implicit = []
@@ -130,7 +161,7 @@ class Variants:
                 mismatch = True
                 continue
             if out is not _MISS:
-                self._hits += called
+                self._took(entry, called)
                 break
         if out is _MISS:
             if mismatch:
@@ -144,7 +175,9 @@ class Variants:
             variants.insert(0, entry)
             self._forget_callers()
         result = entry.pack(out)
-        if not self.static_argnums and all(_fast_leaf(a) or _fast_tree(a) for a in args):
+        # the fast path calls the kernel: not while it compiles in the background
+        if (entry.called and not self.static_argnums
+                and all(_fast_leaf(a) or _fast_tree(a) for a in args)):
             caller = entry.caller
             if caller is None:
                 caller = entry.caller = fastpath.caller(entry, args, f"{self.mode}({self.name})")
@@ -176,17 +209,27 @@ class Variants:
         return out
 
     def _call_kernel(self, entry, inputs):
-        """The kernel's outputs; its first call compiles it (or loads it from the disk)."""
+        """The kernel's outputs; its first call compiles it (or loads it from the disk).
+        Tiered (``config.tiered``): while it compiles in the background, calls run the
+        generated module as Python; the first call after the compile takes the kernel."""
         if entry.called:
             return _execute(entry, inputs)
+        if (config.tiered and (entry.python or entry.python is None and self._tier(entry, inputs))
+                and self._python_turn(entry)):
+            out = self._call_python(entry, inputs)
+            if out is not _MISS:
+                return out
         with self._lock:               # the first call compiles (or loads) the kernel
             if entry.called:           # another thread did it while this one waited
                 self._hits += 1
                 return _execute(entry, inputs)
+            # (a compile in the background: waits for it; one that failed: compiles
+            # again here, and raises what it raises)
             out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
             entry.kernel = entry.built.dispatcher
             if self.target == "cpu":
                 entry.kernel.disable_compile()     # other types: other signatures
+                compiled = compiled or (entry.started and entry.built.kernel.background_compiled)
             else:       # the kernels compile at their first launch, from Numba's
                 compiled = compiled and not entry.built.from_disk   # cache if it has them
             entry.called = True
@@ -195,6 +238,57 @@ class Variants:
             elif entry.built.from_disk:
                 self._stats["disk_hits"] += 1
             return out
+
+    def _tier(self, entry, inputs):
+        """At the first call of ``entry``'s kernel: whether calls run its module as Python
+        while the kernel compiles in the background (started here). Not for CUDA, nor
+        for a kernel that has run in the process or that the disk cache holds (loading
+        is quick), nor for arguments of more than ``PYTHON_ELEMENTS`` elements, nor for a
+        graph whose values hold more than ``PYTHON_WORK`` elements in all, its loops'
+        steps counted (a long loop in Python takes longer than its compile)."""
+        with self._lock:
+            if entry.python is None:
+                entry.python = False
+                if (self.target == "cpu" and not build.loadable(entry.built)
+                        and sum(np.size(a) for a in inputs) <= PYTHON_ELEMENTS
+                        and _python_work(entry.graph.nodes) <= PYTHON_WORK):
+                    try:
+                        python = generate(entry.source, f"python of {self.mode}({self.name})",
+                                          python_tier.python_globals(), "kernel")
+                    except Exception:         # (then the kernel's compile says what)
+                        return False
+                    entry.started = build.compile_in_background(
+                        entry.built, inputs + list(entry.consts))
+                    entry.python = python
+            return bool(entry.python)
+
+    def _python_turn(self, entry):
+        """Whether this call runs as Python, its kernel compiling. Numba's compiler needs
+        the GIL as much as the Python does: calls made meanwhile run as Python for at most
+        ``PYTHON_SHARE`` of the time since the compile began, and a call beyond it waits
+        (without the GIL) until it is within it, or until the kernel is ready."""
+        built = entry.built
+        wait = entry.python_time / PYTHON_SHARE - (time.perf_counter() - built.kernel.started)
+        if wait > 0:
+            build.wait(built, wait)
+        return build.compiling(built)
+
+    def _call_python(self, entry, inputs):
+        """The outputs of ``entry``'s module run as Python; ``_MISS`` where it raised other
+        than the checks of the arguments' shapes, sizes and indices that open the module
+        (the kernel raises those alike): that call waits for the kernel, and the kernel
+        decides what it returns or raises."""
+        start = time.perf_counter()
+        try:
+            with np.errstate(all="ignore"):        # the kernel's floats: no warnings
+                out = entry.python(*inputs, *entry.consts)
+        except _CHECKS:
+            raise
+        except Exception:
+            return _MISS
+        finally:
+            entry.python_time += time.perf_counter() - start
+        return out
 
     def _size_variant(self, key, args, leaves):
         """No variant of the signature serves these sizes, though the signature is the
@@ -217,15 +311,26 @@ class Variants:
         made)."""
         with self._lock:
             for entry in self._cache.get(key, ()):
+                called = entry.called
                 try:
                     out = self._run(entry, leaves, key[1])
                 except SizeMismatch:
                     continue
                 if out is not _MISS:          # another thread compiled it meanwhile
-                    self._hits += 1
+                    self._took(entry, called)
                     return entry, out
             entry, key, leaves = self._add_variant(args, leaves, key, sizes)
-            return entry, self._run(entry, leaves, key[1], trust_guards=True)
+            out = self._run(entry, leaves, key[1], trust_guards=True)
+            self._took(entry, False)
+            return entry, out
+
+    def _took(self, entry, called):
+        """Count a call that took ``entry``: a hit where its kernel had run before
+        (``called``), a call on the Python tier where the kernel has not run yet."""
+        if called:
+            self._hits += 1
+        elif not entry.called:
+            self._stats["python_calls"] += 1
 
     def _add_variant(self, args, leaves, key, sizes):
         """Trace and compile the variant these arguments take, and keep it first among
@@ -298,7 +403,8 @@ class Variants:
 
     def cache_info(self):
         """How often the function traced, compiled, loaded its kernels from the disk
-        cache, and took a compiled variant (``hits``)."""
+        cache, took a compiled variant (``hits``), and took a variant run as Python while
+        its kernel compiled (``python_calls``, ``config.tiered``)."""
         return CacheInfo(**dict(self._stats, hits=self._hits))
 
     def cache_clear(self):

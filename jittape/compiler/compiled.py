@@ -86,7 +86,8 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         self._warned = False              # the recompile warning is given once
         self._last_key = None
         functools.update_wrapper(self, fn)
-        self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0)
+        self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0,
+                           python_calls=0)
         config._COMPILED.add(self)
         if self._share is not None:
             with _SHARED_LOCK:
@@ -128,7 +129,8 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         return Lowered(text, entry.source, lambda *args: run(*args, *consts), fast, entry.graph)
 
     def kernel(self, *args):
-        """The Numba dispatcher for these arguments' signature, callable from njit code.
+        """The Numba dispatcher for these arguments' signature, callable from njit code
+        (a compile of it in the background, ``config.tiered``, is waited for).
 
         It takes the flattened array (and Python float) arguments in order (0-d values
         as NumPy scalars), then the values read from outside them, which the caller
@@ -143,6 +145,7 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         are arrays are bound into it.
         """
         entry = self._entry_for(args)
+        build.wait(entry.built)            # a compile in the background: its result
         if self.target == "cuda":          # the host driver that launches the kernels
             return entry.built.dispatcher
         if entry.user_kernel is None:
