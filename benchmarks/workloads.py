@@ -37,6 +37,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import jittape as jt  # noqa: E402
 
+# the benchmarks time compiled kernels (and their first calls' compiles): a first call
+# waits for its kernel rather than run as plain Python meanwhile (benchmarks/tiered.py
+# measures that)
+jt.config.tiered = False
+
 F32 = np.float32
 
 

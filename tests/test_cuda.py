@@ -219,3 +219,24 @@ def test_partial_reductions_with_no_output_elements_on_cuda():
     assert rows.shape == (0,) and cols.shape == (5,) and np.all(cols == 0)
     source = f.lower(np.zeros((0, 5), np.float32)).source
     assert "max(1, min(n, MAX_BLOCKS))" in source     # never a grid of no blocks
+
+
+def test_loops_on_cuda_match_the_cpu():
+    """On the CUDA target a scan, fori_loop or while_loop (and a Python loop) is traced
+    step by step (no region), with the same gradients as the CPU's loop regions."""
+    rng = np.random.default_rng(4)
+    w, xs, h0 = rng.normal(size=(3, 3)) * 0.5, rng.normal(size=(5, 2, 3)), rng.normal(size=(2, 3))
+
+    def loss(w, xs, h0):
+        h, ys = jt.scan(lambda h, x: (jt.tanh(h @ w + x), jt.sum(h)), h0, xs)
+        h = jt.fori_loop(0, 3, lambda i, h: jt.sin(h) * 0.9, h)
+        h, _ = jt.while_loop(lambda c: c[1] < 2, lambda c: (c[0] * 1.1, c[1] + 1), (h, 0))
+        return jt.sum(h * h) + jt.sum(ys)
+
+    cpu = jt.value_and_grad(loss, argnums=(0, 1, 2))(w, xs, h0)
+    graph = jt.value_and_grad(loss, argnums=(0, 1, 2), target="cuda").lower(w, xs, h0).ir
+    assert not any(n.prim.kind == "loop" for n in graph.all_nodes())
+    gpu = jt.value_and_grad(loss, argnums=(0, 1, 2), target="cuda")(w, xs, h0)
+    np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-10)
+    for a, b in zip(gpu[1], cpu[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
