@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from test_loops import _numeric
 
 THIS_FILE = os.path.abspath(__file__)
 RNG = np.random.default_rng(3)
@@ -64,15 +65,6 @@ def _same_as_unrolled(fn, args, argnums):
     for g, w in zip(jt.tree.leaves(grads), jt.tree.leaves(want)):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-13)
     return grads
-
-
-def _numeric(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (float(f(x + d)) - float(f(x - d))) / (2 * eps)
-    return g
 
 
 def test_an_rnn_loop_is_rolled_and_gives_the_unrolled_gradients():
