@@ -65,6 +65,7 @@ class GradientTape:
         self._watched = set()           # ids of watched values and of values computed from them
         self._roots = set()             # ids watched directly (watch, variables read)
         self._variables = {}            # id -> Variable, for watched_variables()
+        self._constants = {}            # in a trace: watched constant's id -> its uses' Vars
         self._recording = False
         self._used = False
         self._trace = None              # the trace this tape records in (see record_traced)
@@ -119,6 +120,7 @@ class GradientTape:
         self._watched = set()
         self._roots = set()
         self._variables = {}
+        self._constants = {}
         self._used = False
 
     # -- watching -------------------------------------------------------------
@@ -270,7 +272,7 @@ class GradientTape:
         for t, seed in zip(targets, seeds):
             if not isinstance(t, Tensor) or not _is_float(t):
                 continue
-            var = trace.var_of(t)
+            var = self._traced_var(t)
             if seed is None:
                 seed = (ops.ones_like(autodiff.Tracer._of(var, trace)) if var.ndim
                         else autodiff.Tracer._of(trace.const(np.ones((), var.dtype)), trace))
@@ -286,9 +288,21 @@ class GradientTape:
         cts = autodiff.backward(trace, pairs, wrt, nodes=self._entries) if wrt else []
         return _sum_groups(cts, groups)
 
+    def _traced_var(self, t):
+        """The Var of ``t`` in this tape's trace; for a watched constant Tensor, the Var
+        of its first use (see ``record_traced``), so that a target that is the source
+        itself meets it."""
+        if t._value is not None and not isinstance(t, Variable) and t._id in self._watched:
+            reads = self._constants.setdefault(t._id, [])
+            if not reads:
+                reads.append(self._trace.var_of(t))
+            return reads[0]
+        return self._trace.var_of(t)
+
     def _traced_sources(self, sources):
         """The Vars to differentiate with respect to for each source, flattened: a watched
-        tracer's Var, every read of a watched Variable, a watched constant's Var."""
+        tracer's Var, every read of a watched Variable, the Var of every use of a watched
+        constant (the trace may make one per use)."""
         trace = self._trace
         watched = self._watched
         wrt, groups = [], []
@@ -301,7 +315,7 @@ class GradientTape:
             elif s._value is None:
                 vars_ = [s._var] if s._var in watched else []
             else:
-                vars_ = [trace.var_of(s)] if s._id in watched else []
+                vars_ = list(self._constants.get(s._id, ())) if s._id in watched else []
             groups.append(len(vars_))
             wrt.extend(vars_)
         return wrt, groups
@@ -372,7 +386,7 @@ class GradientTape:
                 "becomes the generated code's loop); compute the others eagerly or stack "
                 "the targets into one"))
         wrt, groups = self._traced_sources(sources)
-        t = autodiff.Tracer._of(trace.var_of(target), trace)
+        t = autodiff.Tracer._of(self._traced_var(target), trace)
         tracers = [autodiff.Tracer._of(v, trace) for v in wrt]
         rows = control.jacobian_rows(trace, t, tracers, self._entries, keep_none=True) \
             if wrt else []

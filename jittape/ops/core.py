@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 
-from ..errors import NumericsError, ShapeError, at_user_line
+from ..errors import NumericsError, ShapeError, UnsupportedError, at_user_line
 from .. import config as _config, tensor as tensor_module
 from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand,
                       complex_error)
@@ -326,13 +326,19 @@ def record_traced(prim, args, inputs, out, trace):
     and literals, ``out`` its Var): tapes opened in the traced function keep the graph
     nodes that read what they watch. They watch Vars, and Variables by their id; a Var
     that is a read of a Variable counts as that Variable (the VJP rules of an inner
-    tape's gradient see the read, not the Variable)."""
+    tape's gradient see the read, not the Variable). A constant Tensor is watched by
+    its id too: the trace may give each use of it a Var of its own (a NumPy scalar is
+    a new constant at each use) and give two Tensors of one array the same Var, so the
+    tape keeps the Vars of the watched Tensor's uses (``tape._constants``); another
+    constant of the same array in a recorded op raises, as the tape cannot tell the
+    two apart."""
     # a loop is kept too: differentiating through one raises (autodiff), not a zero
     differentiable = prim.differentiable and out.dtype.kind in "fc" or prim.kind == "loop"
     owners = trace.read_owner
     for tape in thread_tapes():
         watched = tape._watched
         hit = False
+        alias = None
         for a, v in zip(args, inputs):
             owner = a if isinstance(a, Variable) else (
                 owners.get(v.id) if v.__class__ is Var else None)
@@ -342,12 +348,26 @@ def record_traced(prim, args, inputs, out, trace):
                 elif owner._trainable and tape._watch_accessed:
                     tape._watch_variable(owner)
                     hit = True
+            elif v.__class__ is Var and isinstance(a, Tensor) and a._value is not None:
+                if a._id in watched:
+                    reads = tape._constants.setdefault(a._id, [])
+                    if v not in reads:
+                        reads.append(v)
+                    watched.add(v)        # the constant's Var, as the VJP rules see it
+                    hit = True
+                elif v in watched:
+                    alias = a
             elif v.__class__ is Var and v in watched:
                 hit = True
-            elif isinstance(a, Tensor) and a._id in watched:
-                watched.add(v)            # the constant's Var, as the VJP rules see it
-                hit = True
+                if not isinstance(a, Tensor):
+                    alias = a
         if hit and differentiable:
+            if alias is not None:
+                raise UnsupportedError(at_user_line(
+                    f"GradientTape: {prim.name} reads a NumPy array that a tensor the tape "
+                    "watches holds too (jt.constant does not copy); in a compiled function "
+                    "the two are one value and their gradients would mix: use a copy "
+                    "(np.array(...)) for one of them"))
             tape._entries.append(out.node)
             watched.add(out)
 
