@@ -351,17 +351,33 @@ def while_loop(cond_fun, body_fun, init):
 
 def cond(pred, true_fun, false_fun, *operands):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``; only that branch
-    runs (``jax.lax.cond``). ``pred`` is a scalar."""
+    runs (``jax.lax.cond``). ``pred`` is a scalar. Compiled (CPU), on a traced ``pred``
+    both branches are traced into one region that runs the one ``pred`` picks: one
+    kernel for both, inside a loop body too; the branches return values of one structure,
+    shapes and dtypes."""
     if np.ndim(pred) if not isinstance(pred, Tensor) else pred.ndim:
         raise TypeError(at_user_line(f"cond: pred must be a scalar, not of shape {np.shape(pred)}"))
+    trace = current_trace()
+    if isinstance(pred, Tracer) and regions.compiles_as_loop(trace):
+        index = ops.cast(ops.not_equal(pred, 0), np.int64)
+        return regions.traced_switch(trace, index, [false_fun, true_fun], operands, "cond")
     return true_fun(*operands) if pred else false_fun(*operands)
 
 
 def switch(index, branches, *operands):
-    """``branches[index](*operands)``, ``index`` clamped into range (``jax.lax.switch``)."""
+    """``branches[index](*operands)``, ``index`` clamped into range (``jax.lax.switch``);
+    compiled, on a traced index, one region as for ``cond`` (up to
+    ``regions.MAX_BRANCHES`` branches; more are guards)."""
     branches = list(branches)
     if not branches:
         raise ValueError(at_user_line("switch: no branches"))
+    trace = current_trace()
+    if (isinstance(index, Tracer) and regions.compiles_as_loop(trace)
+            and 2 <= len(branches) <= regions.MAX_BRANCHES):
+        if index.dtype.kind not in "iub":
+            raise TypeError(at_user_line(f"switch: the index must be an integer, not {index.dtype}"))
+        return regions.traced_switch(trace, ops.cast(index, np.int64), branches, operands,
+                                     "switch")
     for k, branch in enumerate(branches[:-1]):
         if index <= k:                      # a guard per comparison on a traced index
             return branch(*operands)

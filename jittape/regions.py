@@ -69,6 +69,8 @@ class LoopPart(OpRecord):
         if self.role == "while":
             own = p["carries"] + (p.get("cotangents", 0) if name == "back" else 0)
             return own, p["carries"] + p.get("cotangents", 0)
+        if self.role == "switch":
+            return p["operands"], 1 + p["operands"]
         return 1, 0
 
     def droppable(self, node):
@@ -655,3 +657,143 @@ def _no_second_order(trace, node, cts, relevant=None):
 
 WHILE.region_vjp = staticmethod(while_vjp)
 WHILE_GRAD.region_vjp = staticmethod(_no_second_order)
+
+
+# -- branches -----------------------------------------------------------------------
+#
+# ``switch_<n>``: ``jt.cond`` / ``jt.switch`` on a traced index in a compiled function.
+# Inputs ``[index] + operands + captured``; regions ``branch0`` ... (inputs: the
+# operands' placeholders, then the captured values; outputs: the branch's results, of
+# one structure, shapes and dtypes in every branch). The generated code runs the branch
+# of the index (clamped) only. Its VJP is a switch on the same index over the branches'
+# VJPs, each running its branch again (on the operands) and differentiating it.
+
+def _lower_switch(ctx, node):
+    p = node.params
+    n = p["operands"]
+    region = ctx.name(node.out)
+    index = ctx.name(node.inputs[0])
+    names = [f"branch{k}" for k in range(len(node.prim.regions))]
+    first = node.params[names[0]]
+    lines = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(first.inputs[:n], node.inputs[1:1 + n])]
+    for k, name in enumerate(names):
+        graph = node.params[name]
+        test = (f"if {index} <= 0:" if k == 0 else
+                "else:" if k == len(names) - 1 else f"elif {index} <= {k}:")
+        lines.append(test)
+        inner = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(graph.inputs[:n], first.inputs[:n])
+                 if v is not a]
+        inner += ctx.block(graph.nodes, {v.id for v in graph.outputs if isinstance(v, Var)})
+        inner += [f"{region}_{j} = {ctx.name(v)}" + (".copy()" if v.ndim and not _fresh(graph, v)
+                                                      else "")
+                  for j, v in enumerate(graph.outputs)]
+        lines += ["    " + line for line in inner or ["pass"]]
+    return lines
+
+
+_SWITCHES = {}
+
+
+def switch_record(n):
+    """The record of a switch over ``n`` branches (one per count: its regions' names)."""
+    found = _SWITCHES.get(n)
+    if found is None:
+        found = _SWITCHES[n] = LoopPart(f"switch_{n}", "switch", _while_abstract, _lower_switch,
+                                        None, regions=tuple(f"branch{k}" for k in range(n)))
+        found.region_vjp = switch_vjp
+    return found
+
+
+MAX_BRANCHES = 8
+
+
+def traced_switch(trace, index, branches, operands, what):
+    """``branches[index](*operands)`` in ``trace``, ``index`` a traced int scalar: one
+    switch region (see above). Returns the branch's result."""
+    leaves, op_def = tree.flatten(list(operands))
+    values = [trace.tracer(_operand(v)) for v in leaves]
+    graphs, outs_def, first = [], None, None
+    for k, branch in enumerate(branches):
+        start = len(trace.nodes)
+        slots = [_slot(trace, v._var.shape, v.dtype, j) for j, v in enumerate(values)]
+        result = branch(*tree.unflatten(op_def, slots))
+        out_leaves, out_def = tree.flatten(result)
+        out_leaves = [trace.tracer(_operand(v)) for v in out_leaves]
+        types = [(v.dtype, tuple(int(d) for d in v._var.shape)) for v in out_leaves]
+        if first is None:
+            first, outs_def = types, out_def
+        elif out_def != outs_def or types != first:
+            raise TypeError(at_user_line(
+                f"{what}: branch {k} returns {tree.structure(result)!r} of "
+                f"{[f'{d.name}{list(s)}' for d, s in types]}, branch 0 "
+                f"{[f'{d.name}{list(s)}' for d, s in first]}; the branches must return "
+                "values of one structure, shapes and dtypes"))
+        body, _ = _cut(trace, start, {t._var.id for t in slots})
+        graphs.append(([t._var for t in slots], body, [v._var for v in out_leaves]))
+    return tree.unflatten(outs_def, [Tracer._of(v, trace) for v in
+                                     _switch(trace, index._var, [v._var for v in values], graphs)])
+
+
+def _switch(trace, index, operands, graphs):
+    """Record a switch region over ``graphs`` ((placeholders, nodes, outputs) each, the
+    placeholders standing for ``operands``); its outputs' Vars."""
+    local = {v.id for slots, _, _ in graphs for v in slots}
+    captured = _captured([nodes for _, nodes, _ in graphs],
+                         [v for _, _, outs in graphs for v in outs], local)
+    params = {"operands": len(operands)}
+    for k, (slots, nodes, outs) in enumerate(graphs):
+        params[f"branch{k}"] = ir.Graph(list(slots) + captured, [], nodes, outs,
+                                        name=f"branch{k}", checks=trace.checks)
+    record = switch_record(len(graphs))
+    region = trace._node(record, [index] + list(operands) + captured, params, Aval((), "bool"))
+    return [trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(tuple(v.shape), v.dtype))
+            for j, v in enumerate(graphs[0][2])]
+
+
+def switch_vjp(trace, node, cts, relevant=None):
+    """The cotangents of a switch's operands and captured values: a switch on the same
+    index over the branches' VJPs."""
+    p = node.params
+    n = p["operands"]
+    names = [f"branch{k}" for k in range(len(node.prim.regions))]
+    operands, captured = node.inputs[1:1 + n], node.inputs[1 + n:]
+    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
+        lambda v: isinstance(v, Var) and v.id in relevant)
+    targets = [j for j, v in enumerate(operands) if _floating(v) and wanted(v)]
+    targets += [n + j for j, v in enumerate(captured) if _floating(v) and wanted(v)]
+    first = p[names[0]]
+    outs = [trace.tracer(cts[j]) if cts.get(j) is not None else None
+            for j in range(len(first.outputs))]
+    seeds = [(j, c) for j, c in enumerate(outs) if c is not None and _floating(first.outputs[j])]
+    where = trace.where
+    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
+    graphs = []
+    for name in names:
+        graph = p[name]
+        start = len(trace.nodes)
+        slots = [_slot(trace, v.shape, v.dtype, k)._var for k, v in enumerate(graph.inputs[:n])]
+        g = [_slot(trace, c._var.shape, c.dtype, n + k)._var for k, (_, c) in enumerate(seeds)]
+        mapping = {v.id: s for v, s in zip(graph.inputs[:n], slots)}
+        nodes = _clone(trace, graph.nodes, mapping)
+        trace.nodes.extend(nodes)
+        results = [mapping.get(v.id, v) if isinstance(v, Var) else v for v in graph.outputs]
+        wrt = [slots[k] if k < n else graph.inputs[k] for k in targets]
+        grads = backward(trace, [(results[j], outer(gv)) for (j, _), gv in zip(seeds, g)
+                                 if _floating(results[j])], wrt, nodes)
+        trace.where = where
+        found = []
+        for k, ct, w in zip(targets, grads, wrt):
+            v = operands[k] if k < n else captured[k - n]
+            if ct is None:
+                ct = ops.zeros_like(outer(v))
+            elif ct.dtype != w.dtype:
+                ct = ops.cast(ct, w.dtype)
+            found.append(ct._var)
+        body, _ = _cut(trace, start, {v.id for v in slots + g})
+        graphs.append((slots + g, body, found))
+    values = list(operands) + [c._var for _, c in seeds]
+    outs = _switch(trace, node.inputs[0], values, graphs)
+    return [(1 + k if k < n else 1 + n + (k - n), outer(v)) for k, v in zip(targets, outs)]
+
+
+RECORDS = RECORDS + tuple(switch_record(n) for n in range(2, MAX_BRANCHES + 1))

@@ -337,3 +337,37 @@ def test_second_derivatives_through_a_compiled_while_loop_raise():
         return jt.while_loop(lambda c: c[1] < 3, lambda c: (jt.sin(c[0]), c[1] + 1), (x, 0))[0]
     with pytest.raises(UnsupportedError, match="while_loop"):
         jt.hessian(lambda x: jt.sum(f(x)))(np.ones(2))
+
+
+def _branchy(w, xs, h0):
+    def step(h, x):
+        h = jt.cond(jt.sum(x) > 0, lambda a, b: jt.tanh(a @ w + b), lambda a, b: jt.sin(a) - b,
+                    h, x)
+        k = jt.cast(jt.sum(h) * 3.0, jt.int64)
+        h = jt.switch(k, [lambda a: a * 0.5, lambda a: jt.cos(a), lambda a: a * a * 0.3], h)
+        return h, None
+    return jt.sum(jt.scan(step, h0, xs)[0] ** 2)
+
+
+def test_cond_and_switch_in_a_compiled_loop_body_are_regions():
+    graph = jt.value_and_grad(_branchy, argnums=(0, 1, 2)).lower(W, XS, H0).ir
+    names = {n.prim.name for n in graph.all_nodes()}
+    assert {"switch_2", "switch_3", "scan"} <= names
+    _check_all_paths(_branchy, (W, XS, H0), rtol=1e-5)
+
+
+def test_branches_of_another_shape_are_an_error():
+    def f(x):
+        return jt.cond(jt.sum(x) > 0, lambda v: v, lambda v: v[:1], x)
+    with pytest.raises(TypeError, match="one structure, shapes and dtypes"):
+        jt.function(f)(np.ones(2))
+
+
+def test_hessian_through_a_compiled_cond():
+    def f(x):
+        return jt.sum(jt.cond(jt.sum(x) > 0, lambda v: jt.sin(v) * v, lambda v: v ** 3, x))
+
+    for x in (np.array([0.3, 0.7]), np.array([-0.3, -0.7])):
+        hess = np.asarray(jt.hessian(f)(x))
+        want = np.diag(2 * np.cos(x) - x * np.sin(x)) if x.sum() > 0 else np.diag(6 * x)
+        np.testing.assert_allclose(hess, want, rtol=1e-10, atol=1e-12)
