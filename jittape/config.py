@@ -41,6 +41,12 @@
   Python tier makes the call wait for the kernel and do what it does. With ``tiered =
   False`` every first call waits for its kernel (bitwise-reproducible runs); the CUDA
   target never tiers, and ``f.kernel(...)`` waits for the compile.
+- ``JITTAPE_MALLOC`` (environment, default on): where the C library is glibc, the
+  first compiled kernel of a process sets ``mallopt`` so that arrays of up to 32 MiB come
+  from the heap and up to 64 MiB of freed memory stay with the process: a loop that
+  stores its steps allocates megabytes per call, and glibc's defaults hand them back to
+  the system and fault them in again page by page at every call.
+  ``JITTAPE_MALLOC=0`` leaves glibc's defaults.
 - ``max_guards``: how many Python branches on traced values (``if``/``while`` on a
   traced scalar) one trace may take; a ``while`` loop is unrolled once per iteration.
 - ``max_variants``: how many variants (one per path through the branches) one signature

@@ -169,6 +169,35 @@ def build(source, func_name, key, njit_options):
         return Built(kernel, shared=False)
 
 
+def _keep_freed_memory():
+    """Once per process, where the C library is glibc: arrays of up to 32 MiB come from
+    the heap and up to 64 MiB of freed heap stay with the process (``mallopt``;
+    ``JITTAPE_MALLOC=0`` in the environment leaves glibc's defaults). By default glibc
+    gives a freed array of a few MiB back to the system and maps a new one at the next
+    call, whose first writes then fault page by page: a loop storing its steps (a
+    scan's residuals, 2 MiB at 1000 steps of an RNN) spent a third of each call there."""
+    global _MALLOC_SET
+    if _MALLOC_SET:
+        return
+    _MALLOC_SET = True
+    if os.environ.get("JITTAPE_MALLOC", "1").strip() in ("0", "false", "no", "off"):
+        return
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):          # not glibc
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    mallopt(M_TRIM_THRESHOLD, 64 * 2 ** 20)
+    mallopt(M_MMAP_THRESHOLD, 32 * 2 ** 20)
+
+
+_MALLOC_SET = False
+
+
 def _build(root, source, func_name, key, njit_options):
     module_name = f"{_PREFIX}{key}"
     store, path, from_disk = None, f"<jittape generated {key}>", False
@@ -200,6 +229,7 @@ def _build(root, source, func_name, key, njit_options):
     # process whose pool has not started, fails to link ("Symbol not found:
     # allocate_sched"), and parallel code loaded before it starts crashes
     numba.get_num_threads()
+    _keep_freed_memory()
     parallel = getattr(module, "PARALLEL_OPTIONS", None)    # a CPU kernel with prange loops
     if parallel:   # as ParallelOptions: Numba empties a dict on the first compile, and
         # an empty dict means every option on for the next signature
