@@ -52,3 +52,22 @@ def test_a_graph_holding_a_custom_rule_says_why_it_cannot_be_serialized():
         y = f(trace.add_input(np.ones(3), 0))
     with pytest.raises(UnsupportedError, match="custom_gradient"):
         serialize.dumps(trace.graph([y._var]))
+
+
+def test_graphs_with_loops_and_branches_round_trip():
+    rng = np.random.default_rng(2)
+    w, xs = rng.normal(size=(3, 3)) * 0.5, rng.normal(size=(6, 2, 3))
+
+    def loss(w, xs):
+        def step(h, x):
+            h = jt.cond(jt.sum(x) > 0, lambda a: jt.tanh(a @ w + x), lambda a: a * 0.5, h)
+            return h, jt.sum(h)
+        h, ys = jt.scan(step, jt.zeros((2, 3), jt.float64), xs)
+        h, _ = jt.while_loop(lambda c: c[1] < 3, lambda c: (jt.sin(c[0]), c[1] + 1), (h, 0))
+        return jt.sum(h * h) + jt.sum(ys)
+
+    low = jt.grad(loss).lower(w, xs)
+    names = {n.prim.name for n in low.ir.all_nodes()}
+    assert {"scan", "while_grad", "switch_2"} <= names
+    back = _roundtrip(low.ir)
+    assert serialize.digest(back) == serialize.digest(low.ir)
