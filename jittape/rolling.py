@@ -20,7 +20,8 @@ same part in every block:
   one element each of their stack (``ops.stack``: the weights of the layers of a deep
   network);
 - for ``x[t]`` reads (``getitem`` with an int first index ``t``), ``t`` advancing by
-  the same positive step: the blocks read one element each of a slice of ``x``.
+  the same step (down too: ``reversed(range(T))``): the blocks read one element each
+  of a slice of ``x``.
 
 Values of the run read after it are the final carries, or the blocks' values stacked
 (``ys``) and read at their step. A run is rolled from ``MIN_REPEATS`` blocks and
@@ -150,7 +151,7 @@ def _plan(nodes, pos, a, p, m):
             return None                      # (loops in loops: the inner one stays as it is)
         if n0.prim is getitem_prim and _step_index(n0) is not None:
             t0, t1 = _step_index(n0), _step_index(n1)
-            if t0 < 0 or t1 <= t0:
+            if t0 < 0 or t1 == t0 or t1 < 0:
                 return None
             steps[i] = (t0, t1 - t0)
         for k, (v0, v1) in enumerate(zip(n0.inputs, n1.inputs)):
@@ -177,6 +178,9 @@ def _plan(nodes, pos, a, p, m):
         if not _agrees(nodes, pos, a, p, j, slots, steps):
             m = j
             break
+    for t0, step in steps.values():          # (x[t] going down: never below 0)
+        while m and t0 + (m - 1) * step < 0:
+            m -= 1
     if m < MIN_REPEATS or p * m < MIN_NODES:
         return None
     return _Plan(a, p, m, slots, steps)
@@ -276,8 +280,10 @@ def _build(trace, nodes, plan, s, sub, reads, result_ids):
             row = placeholder(x.shape[1:], x.dtype)
             whole = not isinstance(x.shape[0], ir.Dim) and t0 == 0 and step == 1 \
                 and int(x.shape[0]) == m
+            last = t0 + (m - 1) * step
+            stop = last + 1 if step > 0 else (last - 1 if last > 0 else None)
             part = x if whole else ops.getitem(Tracer._of(x, trace),
-                                               slice(t0, t0 + (m - 1) * step + 1, step))._var
+                                               slice(t0, stop, step))._var
             elements.append((row, part))
             rest = tuple(n.params["index"][1:])
             if rest:

@@ -150,3 +150,16 @@ def test_golden_text_of_a_rolled_loop():
     text = "\n".join(line for line in text.splitlines()
                      if not line.lstrip().startswith(("#", "check"))) + "\n"
     assert text == ROLLED_GRAPH
+
+
+def test_a_loop_going_backwards_in_time_is_rolled():
+    def backwards(w, u, xs):
+        h = H0
+        for t in reversed(range(xs.shape[0])):
+            h = np.tanh(h @ w + xs[t] @ u)
+        return np.sum(h * h)
+
+    assert _scans(backwards, W, U, XS, argnums=(0, 1, 2))
+    grads = _same_as_unrolled(backwards, (W, U, XS), (0, 1, 2))
+    np.testing.assert_allclose(grads[2], _numeric(lambda xs: backwards(W, U, xs), XS),
+                               rtol=1e-6, atol=1e-9)
