@@ -5,7 +5,8 @@ Python source when it fails, so a failure can be pasted into a file and rerun). 
 mixes broadcasting, size-1 and zero-size dimensions, float32/float64 and integer
 inputs, views (slices, transposes, reshapes, new axes, int and int-array indexing),
 reductions over random axes, matmul/dot/einsum, a Python ``if`` on a traced value (a
-guard), ``jt.custom_gradient``, and one of three uses:
+guard), ``jt.custom_gradient``, a Python loop (rolled into a loop region when traced),
+and one of three uses:
 
 - ``grad``: the eager tape's value and gradients = the generated Python run without
   Numba (``lower(...).python``) = central finite differences (float64 programs);
@@ -329,7 +330,7 @@ class Program:
     def __repr__(self):
         params = ", ".join(self.values[i].name for i in self.inputs)
         lines = [f"# mode={self.mode} dtype={self.dtype.name} compiled={self.compiled} "
-                 f"cuda={self.cuda}; custom gradients: from test_fuzz import softsign, scaled_exp"]
+                 f"cuda={self.cuda}; helpers: from test_fuzz import softsign, scaled_exp, python_loop"]
         for i in self.inputs:
             v = self.values[i]
             lines.append(f"{v.name} = {_array_text(v.value)}")
@@ -786,6 +787,34 @@ def gen_guard(draw, b, ops, name=None):
           lambda p, q: f.call(q) if jt.sum(p) > 0 else g.call(q), (c, x), "guard")
 
 
+def python_loop(step, c, x, n, indexed):
+    """``for t in range(n): c = step(c, x[t] if indexed else x)``: a plain Python loop,
+    which a compiled function rolls into a loop region (jittape/rolling.py)."""
+    for t in range(n):
+        c = step(c, x[t] if indexed else x)
+    return c
+
+
+def gen_loop(draw, b, ops, name=None):
+    """A Python loop of 6 to 8 steps over a carry, reading a value from before it (or
+    its ``x[t]``) at each step: rolled when traced, step by step on the tape."""
+    c = _pick(draw, b, b.floats())
+    x = _pick(draw, b, b.floats())
+    shape, xshape = b.values[c].value.shape, b.values[x].value.shape
+    n = draw(st.integers(6, 8))
+    indexed = len(xshape) > 0 and xshape[0] >= n and draw(st.booleans())
+    part = xshape[1:] if indexed else xshape
+    if len(part) > len(shape) or not all(a in (1, d) for a, d in zip(part[::-1], shape[::-1])):
+        return                               # (its steps' values would change the carry's shape)
+    smooth = [s for s in ops.values() if s.kind == "unary" and s.name not in WELL_POSED
+              and s.domain[0] == FREE and s.differentiable and s.name != "stop_gradient"]
+    f, g = _pick(draw, b, smooth), _pick(draw, b, smooth)
+    b.add(f"python_loop(lambda c, x: jt.tanh({f.spelled('c')} * 0.5 + {g.spelled('x')} * 0.3), "
+          f"{{0}}, {{1}}, {n}, {indexed})",
+          lambda p, q: python_loop(lambda cc, xx: jt.tanh(f.call(cc) * 0.5 + g.call(xx) * 0.3),
+                                   p, q, n, indexed), (c, x), "loop")
+
+
 # the generator of each kind of op the table derives from the registry
 GENERATORS = {"unary": gen_unary, "binary": gen_binary, "reduce": gen_reduce,
               "axiswise": gen_axiswise, "predicate1": gen_where, "predicate2": gen_where}
@@ -800,7 +829,7 @@ STRUCTURED.update({
 OPS = derived_ops()
 # What a step applies, drawn uniformly: each op of the table (so that a rare kind of op
 # is drawn as often as one elementwise op), and two features that are not ops.
-FEATURES = {"custom_gradient": gen_custom, "guard": gen_guard}
+FEATURES = {"custom_gradient": gen_custom, "guard": gen_guard, "loop": gen_loop}
 STEPS = {**{name: GENERATORS[spec.kind] for name, spec in OPS.items()}, **STRUCTURED, **FEATURES}
 
 
