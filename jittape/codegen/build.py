@@ -327,6 +327,29 @@ class _Store:
     def manifest_path(self, name):
         return os.path.join(self.root, name + ".manifest")
 
+    @contextlib.contextmanager
+    def entry_lock(self, name):
+        """Hold entry ``name`` against other processes (``flock`` on its lock file, where
+        there is one): two processes that compile one module at once each save Numba's
+        files and record their hashes, and one's save between the other's save and
+        record would leave files that do not match the manifest (a warning, and the
+        entry compiled again)."""
+        try:
+            import fcntl
+        except ImportError:                   # (not POSIX: threads are still serialized)
+            yield
+            return
+        try:
+            fd = os.open(os.path.join(self.root, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)                      # (closing releases the lock)
+
     def prepare(self, name, source):
         """Make the module file hold ``source``: (its path, whether it did already)."""
         path = self.module_path(name)
@@ -481,7 +504,9 @@ class _Guard:
 
         def load_overload(sig, target_context):
             directory = cache.cache_path
-            if not self.store.verify(self.name, directory, self.source_hash):
+            with self.store.entry_lock(self.name):
+                ok = self.store.verify(self.name, directory, self.source_hash)
+            if not ok:
                 return None                # Numba compiles, and saves afresh
             try:
                 if not lean:
@@ -497,10 +522,11 @@ class _Guard:
 
         def save_overload(sig, data):
             try:
-                # Numba's save reads the index back: checked first, as for a load
-                self.store.verify(self.name, cache.cache_path, self.source_hash)
-                save(sig, data)
-                self.store.record(self.name, cache.cache_path, self.source_hash)
+                with self.store.entry_lock(self.name):
+                    # Numba's save reads the index back: checked first, as for a load
+                    self.store.verify(self.name, cache.cache_path, self.source_hash)
+                    save(sig, data)
+                    self.store.record(self.name, cache.cache_path, self.source_hash)
             except Exception as err:       # the code runs from memory all the same
                 _warn_once(("unwritable", self.store.root),
                            f"jittape: the disk cache at {self.store.root} cannot be "
