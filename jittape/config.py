@@ -29,7 +29,7 @@
   loop's iterations that repeat exactly (same ops, shapes and lines, the same values
   threading through) become one loop of the generated code (``jittape/rolling.py``), so
   the compile does not grow with the trip count; False keeps every iteration as
-  straight-line code.
+  straight-line code. Part of the signature, like ``check_numerics``.
 - ``tiered`` (default True; ``JITTAPE_TIERED=0`` in the environment makes it False): a
   CPU kernel that must compile (neither run in the process already nor found in the
   disk cache) compiles in a background thread, and the calls made meanwhile run its
@@ -71,7 +71,6 @@ import weakref
 disk_cache = True
 disk_cache_max_bytes = 512 * 2 ** 20
 max_guards = 1000
-roll_loops = True
 max_variants = 16
 recompile_warning = 8
 strict = False
@@ -79,6 +78,7 @@ strict = False
 tiered = os.environ.get("JITTAPE_TIERED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 _check_numerics = False
+_roll_loops = True
 _parallel = os.environ.get("JITTAPE_PARALLEL", "1").strip().lower() not in ("0", "false", "no", "off")
 # compiled functions, told when a flag of the signature changes (their fast paths do
 # not look at it)
@@ -102,6 +102,7 @@ def _signature_flag(name):
 class _Config(types.ModuleType):
     check_numerics = _signature_flag("_check_numerics")
     parallel = _signature_flag("_parallel")
+    roll_loops = _signature_flag("_roll_loops")
 
 
 sys.modules[__name__].__class__ = _Config

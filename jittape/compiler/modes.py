@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from .. import autodiff, config, control, ops, passes, rolling, tree
+from .. import autodiff, control, ops, passes, rolling, tree
 from .._version import __version__
 from ..codegen import build, cpu
 from ..errors import UnsupportedError, at_user_line
@@ -166,7 +166,7 @@ class Modes:
             trace.random_mark = _numpy_random_mark()
             result = self.fn(*traced_args)
             trace.random_mark = None
-            if config.roll_loops and trace.target == "cpu":
+            if key[5] and trace.target == "cpu":
                 sub = rolling.roll(trace, [x._var for x in tree.flatten(result)[0]
                                            if isinstance(x, Tracer)])
                 if sub:

@@ -102,7 +102,7 @@ class Signatures:
                 kinds.append(kind)
                 parts.append(part)
         return (tuple(treedefs), tuple(kinds), tuple(parts), config._check_numerics,
-                config._parallel), leaves
+                config._parallel, config._roll_loops), leaves
 
     def _leaf(self, leaf, argnum):
         if not isinstance(leaf, (Tensor, np.ndarray, np.generic)) and _is_device_array(leaf):
@@ -251,9 +251,9 @@ def _signature_change(old, new, sizes):
             changes.append(f"{where} changed size: {a[-1]} -> {b[-1]} (the function is keyed on "
                            "exact sizes: it reads a size while tracing, x.shape or len(x), or "
                            "a size computed from its arguments' sizes was 1)")
-    if old[3:5] != new[3:5]:
-        changes.append("jt.config.check_numerics or jt.config.parallel changed")
-    if old[5:] != new[5:]:
+    if old[3:6] != new[3:6]:
+        changes.append("jt.config.check_numerics, parallel or roll_loops changed")
+    if old[6:] != new[6:]:
         changes.append("a value read from outside the arguments changed (a guard)")
     return "; ".join(changes) or "the signature changed"
 
