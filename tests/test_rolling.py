@@ -163,3 +163,16 @@ def test_a_loop_going_backwards_in_time_is_rolled():
     grads = _same_as_unrolled(backwards, (W, U, XS), (0, 1, 2))
     np.testing.assert_allclose(grads[2], _numeric(lambda xs: backwards(W, U, xs), XS),
                                rtol=1e-6, atol=1e-9)
+
+
+def test_a_body_whose_op_changes_per_step_stays_straight():
+    def powers(w, xs):
+        h = np.tanh(xs[0] @ w)
+        for t in range(8):
+            h = np.tanh(h @ w) ** (t + 1) + 0.1 * h     # another exponent at every step
+        return np.sum(h)
+
+    x4 = RNG.normal(size=(2, 2, 4))
+    assert not _scans(powers, W, x4)
+    grads = _same_as_unrolled(powers, (W, x4), 0)
+    np.testing.assert_allclose(grads, _numeric(lambda w: powers(w, x4), W), rtol=1e-6, atol=1e-9)
