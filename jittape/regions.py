@@ -461,10 +461,9 @@ def _lower_while(ctx, node):
     inner += ctx.block(body.nodes, {v.id for v in body.outputs if isinstance(v, Var)})
     inner += _assign(ctx, carries, body.outputs)
     lines += ["    " + line for line in inner]
-    if not grad:
-        for j, (c, v) in enumerate(zip(carries, body.outputs)):
-            copy = ".copy()" if c.ndim and not _fresh(body, v) else ""
-            lines.append(f"{region}_{j} = {ctx.name(c)}{copy}")
+    if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
+        for j, c in enumerate(carries):
+            lines.append(f"{region}_{j} = {ctx.name(c)}{'.copy()' if c.ndim else ''}")
         return lines
     back, nb = p["back"], p["cotangents"]
     own = back.inputs[:nb]
@@ -475,9 +474,8 @@ def _lower_while(ctx, node):
     inner += ctx.block(back.nodes, {v.id for v in back.outputs if isinstance(v, Var)})
     inner += _assign(ctx, own, back.outputs)
     lines += ["    " + line for line in inner]
-    for j, (g, v) in enumerate(zip(own, back.outputs)):
-        copy = ".copy()" if g.ndim and not _fresh(back, v) else ""
-        lines.append(f"{region}_{j} = {ctx.name(g)}{copy}")
+    for j, g in enumerate(own):          # (copied, as above: no step leaves the initial)
+        lines.append(f"{region}_{j} = {ctx.name(g)}{'.copy()' if g.ndim else ''}")
     return lines
 
 

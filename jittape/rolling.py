@@ -150,6 +150,10 @@ def _plan(nodes, pos, a, p, m):
         if n0.prim.regions or n0.prim.kind == "loop":
             return None                      # (loops in loops: the inner one stays as it is)
         if n0.prim is getitem_prim and _step_index(n0) is not None:
+            # x[t] rolls where x is one value from before the run (a slice of it is the
+            # loop's xs); another array per step, a carry or a value of the step does not
+            if n0.inputs[0] is not n1.inputs[0] or not at(n0.inputs[0]) < a:
+                return None
             t0, t1 = _step_index(n0), _step_index(n1)
             if t0 < 0 or t1 == t0 or t1 < 0:
                 return None

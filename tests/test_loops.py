@@ -371,3 +371,18 @@ def test_hessian_through_a_compiled_cond():
         hess = np.asarray(jt.hessian(f)(x))
         want = np.diag(2 * np.cos(x) - x * np.sin(x)) if x.sum() > 0 else np.diag(6 * x)
         np.testing.assert_allclose(hess, want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_while_loop_that_runs_no_step_leaves_its_inputs_alone():
+    x, s = np.array([0.5, -0.3, 0.2]), np.array(0.7)
+
+    def f(s, x):
+        return jt.sum(jt.while_loop(lambda c: c[0] > 10.0, lambda c: (c[0] * 2, c[1] * s),
+                                    (s, x))[1])
+
+    value, (gs, gx) = jt.value_and_grad(f, argnums=(0, 1))(s, x)
+    np.testing.assert_array_equal(x, [0.5, -0.3, 0.2])      # (a result never aliases it)
+    assert float(value) == pytest.approx(0.4) and float(gs) == 0.0
+    np.testing.assert_array_equal(gx, np.ones(3))
+    y = jt.function(lambda x: jt.while_loop(lambda c: jt.sum(c) > 10.0, lambda c: c * 2, x))(x)
+    assert not np.shares_memory(y, x)

@@ -176,3 +176,22 @@ def test_a_body_whose_op_changes_per_step_stays_straight():
     assert not _scans(powers, W, x4)
     grads = _same_as_unrolled(powers, (W, x4), 0)
     np.testing.assert_allclose(grads, _numeric(lambda w: powers(w, x4), W), rtol=1e-6, atol=1e-9)
+
+
+def test_x_t_of_another_array_per_step_or_of_a_carry_is_not_rolled_wrong():
+    arrs = [RNG.normal(size=(8, 4)) for _ in range(8)]
+
+    def per_step(w, *arrs):
+        h = np.zeros(4)
+        for t in range(8):
+            h = np.tanh(h @ w + arrs[t][t])       # another array at every step
+        return np.sum(h)
+
+    def of_carry(w):
+        h = np.tanh(np.ones((8, 4)) @ w)
+        for t in range(6):
+            h = np.tanh(h @ w) * 1.1 + np.sin(h[t]) * 0.3     # x[t] of the carry
+        return np.sum(h * h)
+
+    _same_as_unrolled(per_step, (W, *arrs), 0)
+    _same_as_unrolled(of_carry, (W,), 0)
