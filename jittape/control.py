@@ -147,14 +147,15 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
 # loops and branches with JAX's interface
 #
 # Eagerly they run as Python (tapes record each step). In a compiled function for the
-# CPU, ``scan`` and ``fori_loop`` trace their body once into a region
-# (``regions.py``): a loop in the generated code, whatever the trip count. Elsewhere
-# (the CUDA target, a loop inside another loop's body, a tape recording inside the
-# compiled function) each step becomes straight-line code. A branch on a traced value
-# is a guard (the variant traced takes the branch the values take, another call taking
-# the other branch traces that one), as a Python ``if`` would; in a loop body, where
-# there is one trace for every step, it raises and names jt.cond. Their results,
-# carries and gradients are JAX's.
+# CPU, ``scan``, ``fori_loop`` and ``while_loop`` trace their body once into a region
+# (``regions.py``): a loop in the generated code, whatever the trip count; ``cond`` and
+# ``switch`` on a traced value trace each branch once into a region that runs one. On
+# the CUDA target, and while a tape records inside the compiled function, each step is
+# straight-line code and a branch on a traced value is a guard (the variant traced
+# takes the branch the values take, another call taking the other branch traces that
+# one), as a Python loop or ``if`` would. A Python ``if`` on a traced value in a loop
+# body, where there is one trace for every step, raises and names jt.cond. Their
+# results, carries and gradients are JAX's.
 
 def _leaf_type(x):
     """``(dtype name, shape)`` of a carry leaf; a Python number is weak, as in JAX:
@@ -261,12 +262,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
     return _scan_steps(f, init, x_leaves, x_def, range(n - 1, -1, -1) if reverse else range(n))
 
 
-def _scan_steps(f, init, x_leaves, x_def, steps, first=0):
+def _scan_steps(f, init, x_leaves, x_def, steps):
     """The scan's steps ``steps`` (element indices, in order) one after the other:
     ``(carry, {index: y})``."""
     carry = init
     ys = {}
-    for step, t in enumerate(steps, first):
+    for step, t in enumerate(steps):
         x = tree.unflatten(x_def, [leaf[t] for leaf in x_leaves]) if x_leaves else None
         new, ys[t] = f(carry, x)
         _check_carry("scan", carry, new, step)

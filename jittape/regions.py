@@ -39,10 +39,13 @@ class LoopPart(OpRecord):
     """A part of a generated loop; not a registry primitive: users never apply it.
 
     ``role``: ``index`` (the Jacobian loop's index while its body is traced), ``bound``
-    (a scan's per-step value while its body is traced), ``seed`` (the one-hot cotangent
-    at the index), ``region``/``scan`` (a loop: ``params["body"]``, an ``ir.Graph``),
-    ``output``/``scan_output`` (output ``params["index"]`` of a region).
-    ``region_vjp(trace, node, cotangents)``, where set, differentiates a region."""
+    (a loop's or branch's per-step value while its body is traced), ``seed`` (the
+    one-hot cotangent at the index), ``region`` (the Jacobian loop), ``scan``, ``while``
+    and ``switch`` (regions: their bodies are ``ir.Graph`` parameters named in
+    ``regions``), ``output``/``scan_output`` (output ``params["index"]`` of a region).
+    ``region_vjp(trace, node, cotangents, relevant)``, where set, differentiates a
+    region: (input position, cotangent) pairs for the inputs whose ids are in
+    ``relevant``."""
 
     kind = "loop"
     differentiable = False
@@ -128,11 +131,7 @@ def _lower_scan(ctx, node):
     live = {v.id for v in new if isinstance(v, Var)} | {y.id for _, y in stacked}
     inner += ctx.block(body.nodes, live)
     inner += [f"put({region}_{nc + j}, {t}, {ctx.name(y)})" for j, y in stacked]
-    if nc == 1:
-        inner.append(f"{ctx.name(carries[0])} = {ctx.name(new[0])}")
-    elif nc:
-        inner.append(", ".join(ctx.name(c) for c in carries) + " = "
-                     + ", ".join(ctx.name(v) for v in new))
+    inner += _assign(ctx, carries, new)
     lines += ["    " + line for line in inner]
     for j, (c, v) in enumerate(zip(carries, new)):
         if j in used:
@@ -145,11 +144,13 @@ def _lower_output(ctx, node):
     return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}_{node.params['index']}"]
 
 
-def _scan_abstract(*inputs, body, length, reverse, carries, xs, recompute=False):
+def _region_abstract(*inputs, **params):
+    """A region's own value: a token its outputs (``scan_output``) read; its values are
+    theirs."""
     return Aval((), "bool")
 
 
-SCAN = LoopPart("scan", "scan", _scan_abstract, _lower_scan, None, regions=("body",))
+SCAN = LoopPart("scan", "scan", _region_abstract, _lower_scan, None, regions=("body",))
 SCAN_OUTPUT = LoopPart("scan_output", "scan_output", None, _lower_output, None)
 RECORDS = (LOOP_VALUE, SCAN, SCAN_OUTPUT)
 
@@ -194,13 +195,7 @@ def _region(trace, body_nodes, carries, elements, ys, length, reverse, recompute
     the body's per-step values. Returns the outputs' Vars: final carries, stacked ys."""
     bound = [c for c, _, _ in carries] + [x for x, _ in elements]
     outputs = [new for _, _, new in carries] + list(ys)
-    made = {n.out.id for n in body_nodes} | {v.id for v in bound}
-    captured, seen = [], set()
-    for v in [v for n in body_nodes for v in n.var_inputs()] + [v for v in outputs
-                                                                 if isinstance(v, Var)]:
-        if v.id not in made and v.id not in seen:
-            seen.add(v.id)
-            captured.append(v)
+    captured = _captured([body_nodes], outputs, {v.id for v in bound})
     graph = ir.Graph(bound + captured, [], body_nodes, outputs, name="scan_body",
                      checks=trace.checks)
     inputs = [init for _, init, _ in carries] + [xs for _, xs in elements] + captured
@@ -209,32 +204,80 @@ def _region(trace, body_nodes, carries, elements, ys, length, reverse, recompute
     if recompute:
         params["recompute"] = True
     region = trace._node(SCAN, inputs, params, Aval((), "bool"))
-    outs = []
-    for j, v in enumerate(outputs):
-        shape = tuple(v.shape) if j < len(carries) else (length,) + tuple(v.shape)
-        outs.append(trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(shape, v.dtype)))
-    return outs
+    return _project(trace, region, [(tuple(v.shape) if j < len(carries) else
+                                     (length,) + tuple(v.shape), v.dtype)
+                                    for j, v in enumerate(outputs)])
+
+
+def _project(trace, region, types):
+    """The ``scan_output`` nodes of ``region``'s outputs, of ``types`` ((shape, dtype)
+    each, in order): their Vars."""
+    return [trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(shape, dtype))
+            for j, (shape, dtype) in enumerate(types)]
+
+
+def _captured(graphs_nodes, outputs, local):
+    """The values that nodes (lists ``graphs_nodes``) and ``outputs`` read from outside
+    them and ``local`` (ids): a region's captured inputs, in the order first read."""
+    made = {n.out.id for nodes in graphs_nodes for n in nodes} | local
+    captured, seen = [], set()
+    for v in [v for nodes in graphs_nodes for n in nodes for v in n.var_inputs()] + \
+            [v for v in outputs if isinstance(v, Var)]:
+        if v.id not in made and v.id not in seen:
+            seen.add(v.id)
+            captured.append(v)
+    return captured
+
+
+def _wanted(relevant):
+    """Whether an input's cotangent is wanted (its id in ``relevant``; all for None)."""
+    if relevant is None:
+        return lambda v: True
+    return lambda v: isinstance(v, Var) and v.id in relevant
+
+
+def _differentiate(trace, targets, wrt, nodes):
+    """``autodiff.backward`` on a body's ``nodes``, keeping the trace's current line for
+    the nodes made after it; the cotangents in their values' dtypes."""
+    where = trace.where
+    grads = backward(trace, targets, wrt, nodes)
+    trace.where = where                       # (backward leaves it unset)
+    return [g if g is None or g.dtype == w.dtype else ops.cast(g, w.dtype)
+            for g, w in zip(grads, wrt)]
+
+
+def _cotangent_carries(trace, seeds, cts_in, finals, inits, caps, caps_outer, cts_cap, k):
+    """The carries of a loop's backward loop, as (placeholder, initial value, new value)
+    Vars, and the positions among ``caps`` of those that sum a captured value's
+    cotangent. ``seeds``: the placeholders of the carry's cotangents (one per entry of
+    ``cts_in``, the body's cotangents of its carry, None for zero); ``finals``: the
+    final carry's cotangents (None: zero); ``inits``: the carry's initial values (their
+    shapes); ``cts_cap``: the body's cotangents of ``caps`` (the captured values inside
+    the body; ``caps_outer``, outside), summed from zero step by step."""
+    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
+    carried = []
+    for g, ct, final, init in zip(seeds, cts_in, finals, inits):
+        zero = None if ct is not None and final is not None else ops.zeros_like(outer(init))
+        carried.append((g._var, (final if final is not None else zero)._var,
+                        (ct if ct is not None else zero)._var))
+    summed = []
+    for j, (cap, ct) in enumerate(zip(caps, cts_cap)):
+        if ct is not None:
+            acc = _slot(trace, cap.shape, cap.dtype, next(k))
+            carried.append((acc._var, ops.zeros_like(outer(caps_outer[j]))._var,
+                            ops.add(acc, ct)._var))
+            summed.append(j)
+    return carried, summed
 
 
 def traced_scan(trace, f, init, xs, length, reverse, check_carry, recompute=False):
     """``jt.scan`` in ``trace``: the body traced once into a region (see the module's
     docstring). ``check_carry(init, new)`` checks the carry the body returns."""
-    init_leaves, init_def = tree.flatten(init)
+    init_def = tree.flatten(init)[1]
     x_leaves, x_def = tree.flatten(xs)
-    inits = [trace.tracer(_operand(v)) for v in init_leaves]
     stacked = [trace.tracer(_operand(v)) for v in x_leaves]
-    # a Python number's carry is weak (as a Python float is in the trace): it takes the
-    # dtype the body gives it, as in JAX; the body is traced again with that dtype
-    weak = {k for k, a in enumerate(init_leaves)
-            if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)}
-    found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, weak)
-    changed = [k for k in weak if found[2][k].dtype != inits[k].dtype]
-    if changed:
-        del trace.nodes[found[0]:]
-        inits = [ops.cast(t, found[2][k].dtype) if k in changed else t
-                 for k, t in enumerate(inits)]
-        found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, ())
-    start, slots, new_leaves, y_leaves, y_def, y = found
+    inits, (start, slots, new_leaves, y_leaves, y_def, y) = _trace_step(
+        trace, f, init, stacked, x_def, check_carry)
     c_slots, x_slots = slots[:len(inits)], slots[len(inits):]
     local = {t._var.id for t in slots}
     body, _ = _cut(trace, start, local)
@@ -246,6 +289,24 @@ def traced_scan(trace, f, init, xs, length, reverse, check_carry, recompute=Fals
     carry = tree.unflatten(init_def, outs[:len(inits)])
     ys = tree.unflatten(y_def, outs[len(inits):]) if y_leaves else y
     return carry, ys
+
+
+def _trace_step(trace, f, init, stacked, x_def, check_carry):
+    """The carry's initial values as tracers and ``_trace_body``'s result. A Python
+    number's carry is weak (as a Python float is in the trace): it takes the dtype the
+    body gives it, as in JAX, and the body is traced again with that dtype."""
+    init_leaves, init_def = tree.flatten(init)
+    inits = [trace.tracer(_operand(v)) for v in init_leaves]
+    weak = {k for k, a in enumerate(init_leaves)
+            if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)}
+    found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, weak)
+    changed = [k for k in weak if found[2][k].dtype != inits[k].dtype]
+    if changed:
+        del trace.nodes[found[0]:]
+        inits = [ops.cast(t, found[2][k].dtype) if k in changed else t
+                 for k, t in enumerate(inits)]
+        found = _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, ())
+    return inits, found
 
 
 def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, weak):
@@ -317,16 +378,11 @@ def scan_vjp(trace, node, cts, relevant=None):
         ys = [mapping.get(v.id, v) if isinstance(v, Var) else v for v in ys]
     targets = [(new[j], g_c[j]) for j in fc if _floating(new[j])]
     targets += [(ys[j], g) for j, g in g_y.items()]
-    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
-        lambda v: isinstance(v, Var) and v.id in relevant)
+    wanted = _wanted(relevant)
     fx = [j for j in range(nx) if _floating(x_in[j]) and wanted(xs[j])]
     fcap = [j for j in range(len(cap)) if _floating(cap[j]) and wanted(outer_cap[j])]
     wrt = [c_in[j] for j in fc] + [x_in[j] for j in fx] + [cap[j] for j in fcap]
-    where = trace.where
-    grads = backward(trace, targets, wrt, nodes)
-    trace.where = where                       # (backward leaves it unset)
-    grads = [g if g is None or g.dtype == w.dtype else ops.cast(g, w.dtype)
-             for g, w in zip(grads, wrt)]
+    grads = _differentiate(trace, targets, wrt, nodes)
     ct_c, ct_x, ct_cap = grads[:len(fc)], grads[len(fc):len(fc) + len(fx)], grads[len(fc) + len(fx):]
     # a loop in the body differentiated: the outputs it gained (its residuals) are the
     # forward body's values, stacked for this loop's backward like any other
@@ -338,59 +394,40 @@ def scan_vjp(trace, node, cts, relevant=None):
         node.params["body"] = body = ir.Graph(body.inputs, body.consts, body.nodes + moved,
                                               body.outputs, body.name, body.checks,
                                               body.exact_sizes)
-    acc, summed = {}, {}
-    for j, g in zip(fcap, ct_cap):
-        if g is not None:
-            acc[j] = _slot(trace, cap[j].shape, cap[j].dtype, next(k))
-            summed[j] = ops.add(acc[j], g)
-    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
-    carried = []                                  # (placeholder, initial value, new value)
-    for j, g in zip(fc, ct_c):
-        final = cts.get(j)
-        carried.append((g_c[j]._var,
-                        (final if final is not None else ops.zeros_like(outer(init[j])))._var,
-                        (g if g is not None else ops.zeros_like(outer(init[j])))._var))
-    for j in acc:
-        carried.append((acc[j]._var, ops.zeros_like(outer(outer_cap[j]))._var, summed[j]._var))
+    carried, summed = _cotangent_carries(
+        trace, [g_c[j] for j in fc], ct_c, [cts.get(j) for j in fc], [init[j] for j in fc],
+        [cap[j] for j in fcap], [outer_cap[j] for j in fcap], ct_cap, k)
     ct_ys = [(j, g) for j, g in zip(fx, ct_x) if g is not None]
     forward = {v.id for v in c_in + x_in} | {nd.out.id for nd in body.nodes}
-    local = {t._var.id for t in list(g_c.values()) + list(g_y.values()) + list(acc.values())}
+    local = {c[0].id for c in carried} | {g._var.id for g in g_y.values()}
     back, reads = _cut(trace, start, local | forward)
     reads |= {v.id for _, _, v in carried} | {g._var.id for _, g in ct_ys}
     # the forward values the backward body reads: one step of each, from the forward loop
     elements = [(g._var, cts[nc + j]._var) for j, g in g_y.items()]
     x_index = {v.id: j for j, v in enumerate(x_in)}
-    stacks = {id(v): j for j, v in enumerate(body.outputs) if j >= nc and isinstance(v, Var)}
-    ys = body.outputs[nc:]
-    residuals = [v for v in c_in + x_in + [nd.out for nd in body.nodes] if v.id in reads]
-    added = []
-    for v in residuals:
-        if v.id in x_index:
+    stacks = {v.id: j for j, v in enumerate(body.outputs) if j >= nc and isinstance(v, Var)}
+    added, projected = [], {}
+    for v in [v for v in c_in + x_in + [nd.out for nd in body.nodes] if v.id in reads]:
+        if v.id in x_index:                   # an element of xs: read from xs itself
             elements.append((v, xs[x_index[v.id]]))
             continue
-        j = stacks.get(id(v))
-        if j is None:
-            j = len(body.outputs) + len(added)
+        j = stacks.get(v.id)
+        if j is None:                         # a new output of the forward loop
+            j = stacks[v.id] = len(body.outputs) + len(added)
             added.append(v)
-            stacks[id(v)] = j
-        elements.append((v, None, j))
+        if j not in projected:
+            projected[j] = trace._node(SCAN_OUTPUT, [node.out], {"index": j},
+                                       Aval((n,) + tuple(v.shape), v.dtype))
+        elements.append((v, projected[j]))
     if added:
-        node.params["body"] = body = ir.Graph(body.inputs, body.consts, body.nodes,
-                                              body.outputs + added, body.name, body.checks,
-                                              body.exact_sizes)
-    projected = {}
-    for item in elements:
-        if len(item) == 3:
-            v, _, j = item
-            if j not in projected:
-                projected[j] = trace._node(SCAN_OUTPUT, [node.out], {"index": j},
-                                           Aval((n,) + tuple(v.shape), v.dtype))
-    elements = [(item[0], projected[item[2]]) if len(item) == 3 else item for item in elements]
-    outs = _region(trace, back, carried, elements, [g._var for _, g in ct_ys], n,
-                   not p["reverse"])
-    found = [(j, outer(outs[m])) for m, j in enumerate(fc)]
-    found += [(nc + nx + j, outer(outs[len(fc) + m])) for m, j in enumerate(acc)]
-    found += [(nc + j, outer(outs[len(carried) + m])) for m, (j, _) in enumerate(ct_ys)]
+        node.params["body"] = ir.Graph(body.inputs, body.consts, body.nodes,
+                                       body.outputs + added, body.name, body.checks,
+                                       body.exact_sizes)
+    outs = [Tracer._of(v, trace) for v in _region(
+        trace, back, carried, elements, [g._var for _, g in ct_ys], n, not p["reverse"])]
+    found = [(j, outs[m]) for m, j in enumerate(fc)]
+    found += [(nc + nx + fcap[j], outs[len(fc) + m]) for m, j in enumerate(summed)]
+    found += [(nc + j, outs[len(carried) + m]) for m, (j, _) in enumerate(ct_ys)]
     return found
 
 
@@ -493,13 +530,9 @@ def _assign(ctx, targets, values):
             + ", ".join(ctx.name(v) for v in values)]
 
 
-def _while_abstract(*inputs, **params):
-    return Aval((), "bool")
-
-
-WHILE = LoopPart("while_loop", "while", _while_abstract, _lower_while, None,
+WHILE = LoopPart("while_loop", "while", _region_abstract, _lower_while, None,
                  regions=("cond", "body"))
-WHILE_GRAD = LoopPart("while_grad", "while", _while_abstract, _lower_while, None,
+WHILE_GRAD = LoopPart("while_grad", "while", _region_abstract, _lower_while, None,
                       regions=("cond", "body", "back"))
 RECORDS = RECORDS + (WHILE, WHILE_GRAD)
 
@@ -517,35 +550,15 @@ def _ancestors(nodes, outputs):
     return [n for n in nodes if n.out.id in needed]
 
 
-def _captured(graphs_nodes, outputs, local):
-    made = {n.out.id for nodes in graphs_nodes for n in nodes} | local
-    captured, seen = [], set()
-    for v in [v for nodes in graphs_nodes for n in nodes for v in n.var_inputs()] + \
-            [v for v in outputs if isinstance(v, Var)]:
-        if v.id not in made and v.id not in seen:
-            seen.add(v.id)
-            captured.append(v)
-    return captured
-
-
 def traced_while(trace, cond_fun, body_fun, init, check_carry):
     """``jt.while_loop`` in ``trace``: its condition and body traced once into a
     ``while_loop`` region (see above). Returns the final carry."""
     def step(carry, _):
         pred = cond_fun(carry)
         return body_fun(carry), pred
-    init_leaves, init_def = tree.flatten(init)
-    inits = [trace.tracer(_operand(v)) for v in init_leaves]
-    weak = {k for k, a in enumerate(init_leaves)
-            if isinstance(a, (bool, int, float)) and not isinstance(a, np.generic)}
-    found = _trace_body(trace, step, init, inits, init_def, [], None, check_carry, weak)
-    changed = [k for k in weak if found[2][k].dtype != inits[k].dtype]
-    if changed:
-        del trace.nodes[found[0]:]
-        inits = [ops.cast(t, found[2][k].dtype) if k in changed else t
-                 for k, t in enumerate(inits)]
-        found = _trace_body(trace, step, init, inits, init_def, [], None, check_carry, ())
-    start, slots, new_leaves, y_leaves, _, _ = found
+    init_def = tree.flatten(init)[1]
+    inits, (start, slots, new_leaves, y_leaves, _, _) = _trace_step(
+        trace, step, init, [], None, check_carry)
     pred = y_leaves[0] if len(y_leaves) == 1 else None
     if pred is None or any(int(d) != 1 for d in pred._var.shape):
         raise TypeError(at_user_line("while_loop: cond_fun must return a scalar"))
@@ -574,10 +587,8 @@ def traced_while(trace, cond_fun, body_fun, init, check_carry):
                                checks=trace.checks),
               "carries": len(slots)}
     region = trace._node(WHILE, [t._var for t in inits] + captured, params, Aval((), "bool"))
-    outs = [Tracer._of(trace._node(SCAN_OUTPUT, [region], {"index": j},
-                                   Aval(tuple(v.shape), v.dtype)), trace)
-            for j, v in enumerate(new)]
-    return tree.unflatten(init_def, outs)
+    outs = _project(trace, region, [(tuple(v.shape), v.dtype) for v in new])
+    return tree.unflatten(init_def, [Tracer._of(v, trace) for v in outs])
 
 
 def while_vjp(trace, node, cts, relevant=None):
@@ -586,9 +597,7 @@ def while_vjp(trace, node, cts, relevant=None):
     cond, body, nc = p["cond"], p["body"], p["carries"]
     init, cap_outer = node.inputs[:nc], node.inputs[nc:]
     cap = body.inputs[nc:]
-    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
-        lambda v: isinstance(v, Var) and v.id in relevant)
-    where = trace.where
+    wanted = _wanted(relevant)
     start = len(trace.nodes)
     mapping = {}
     for v in body.inputs[:nc]:
@@ -604,25 +613,12 @@ def while_vjp(trace, node, cts, relevant=None):
     fc = [j for j in range(nc) if _floating(slots[j])]
     g = {j: _slot(trace, slots[j].shape, slots[j].dtype, next(k)) for j in fc}
     fcap = [j for j in range(len(cap)) if _floating(cap[j]) and wanted(cap_outer[j])]
-    grads = backward(trace, [(new[j], g[j]) for j in fc if _floating(new[j])],
-                     [slots[j] for j in fc] + [cap[j] for j in fcap], nodes)
-    trace.where = where
-    grads = [c if c is None or c.dtype == w.dtype else ops.cast(c, w.dtype)
-             for c, w in zip(grads, [slots[j] for j in fc] + [cap[j] for j in fcap])]
-    outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
-    carried = []
-    for j, c in zip(fc, grads[:len(fc)]):
-        final = cts.get(j)
-        carried.append((g[j]._var, (final if final is not None else
-                                    ops.zeros_like(outer(init[j])))._var,
-                        (c if c is not None else ops.zeros_like(outer(init[j])))._var))
-    acc = []
-    for j, c in zip(fcap, grads[len(fc):]):
-        if c is not None:
-            a = _slot(trace, cap[j].shape, cap[j].dtype, next(k))
-            carried.append((a._var, ops.zeros_like(outer(cap_outer[j]))._var,
-                            ops.add(a, c)._var))
-            acc.append(j)
+    grads = _differentiate(trace, [(new[j], g[j]) for j in fc if _floating(new[j])],
+                           [slots[j] for j in fc] + [cap[j] for j in fcap], nodes)
+    carried, summed = _cotangent_carries(
+        trace, [g[j] for j in fc], grads[:len(fc)], [cts.get(j) for j in fc],
+        [init[j] for j in fc], [cap[j] for j in fcap], [cap_outer[j] for j in fcap],
+        grads[len(fc):], k)
     local = {c[0].id for c in carried} | {v.id for v in slots}
     back, _ = _cut(trace, start, local)
     outputs = [c[2] for c in carried]
@@ -638,12 +634,9 @@ def while_vjp(trace, node, cts, relevant=None):
               "carries": nc, "cotangents": len(carried)}
     region = trace._node(WHILE_GRAD, list(init) + [c[1] for c in carried] + captured, params,
                          Aval((), "bool"))
-    found = []
-    for m, (ph, _, _) in enumerate(carried):
-        out = Tracer._of(trace._node(SCAN_OUTPUT, [region], {"index": m},
-                                     Aval(tuple(ph.shape), ph.dtype)), trace)
-        found.append((fc[m] if m < len(fc) else nc + acc[m - len(fc)], out))
-    return found
+    outs = _project(trace, region, [(tuple(c[0].shape), c[0].dtype) for c in carried])
+    positions = fc + [nc + fcap[j] for j in summed]
+    return [(k, Tracer._of(v, trace)) for k, v in zip(positions, outs)]
 
 
 def _no_second_order(trace, node, cts, relevant=None):
@@ -696,7 +689,7 @@ def switch_record(n):
     """The record of a switch over ``n`` branches (one per count: its regions' names)."""
     found = _SWITCHES.get(n)
     if found is None:
-        found = _SWITCHES[n] = LoopPart(f"switch_{n}", "switch", _while_abstract, _lower_switch,
+        found = _SWITCHES[n] = LoopPart(f"switch_{n}", "switch", _region_abstract, _lower_switch,
                                         None, regions=tuple(f"branch{k}" for k in range(n)))
         found.region_vjp = switch_vjp
     return found
@@ -744,8 +737,7 @@ def _switch(trace, index, operands, graphs):
                                         name=f"branch{k}", checks=trace.checks)
     record = switch_record(len(graphs))
     region = trace._node(record, [index] + list(operands) + captured, params, Aval((), "bool"))
-    return [trace._node(SCAN_OUTPUT, [region], {"index": j}, Aval(tuple(v.shape), v.dtype))
-            for j, v in enumerate(graphs[0][2])]
+    return _project(trace, region, [(tuple(v.shape), v.dtype) for v in graphs[0][2]])
 
 
 def switch_vjp(trace, node, cts, relevant=None):
@@ -755,15 +747,13 @@ def switch_vjp(trace, node, cts, relevant=None):
     n = p["operands"]
     names = [f"branch{k}" for k in range(len(node.prim.regions))]
     operands, captured = node.inputs[1:1 + n], node.inputs[1 + n:]
-    wanted = (lambda v: True) if relevant is None else (                  # noqa: E731
-        lambda v: isinstance(v, Var) and v.id in relevant)
+    wanted = _wanted(relevant)
     targets = [j for j, v in enumerate(operands) if _floating(v) and wanted(v)]
     targets += [n + j for j, v in enumerate(captured) if _floating(v) and wanted(v)]
     first = p[names[0]]
     outs = [trace.tracer(cts[j]) if cts.get(j) is not None else None
             for j in range(len(first.outputs))]
     seeds = [(j, c) for j, c in enumerate(outs) if c is not None and _floating(first.outputs[j])]
-    where = trace.where
     outer = lambda v: Tracer._of(v, trace)                             # noqa: E731
     graphs = []
     for name in names:
@@ -776,22 +766,15 @@ def switch_vjp(trace, node, cts, relevant=None):
         trace.nodes.extend(nodes)
         results = [mapping.get(v.id, v) if isinstance(v, Var) else v for v in graph.outputs]
         wrt = [slots[k] if k < n else graph.inputs[k] for k in targets]
-        grads = backward(trace, [(results[j], outer(gv)) for (j, _), gv in zip(seeds, g)
-                                 if _floating(results[j])], wrt, nodes)
-        trace.where = where
-        found = []
-        for k, ct, w in zip(targets, grads, wrt):
-            v = operands[k] if k < n else captured[k - n]
-            if ct is None:
-                ct = ops.zeros_like(outer(v))
-            elif ct.dtype != w.dtype:
-                ct = ops.cast(ct, w.dtype)
-            found.append(ct._var)
+        grads = _differentiate(trace, [(results[j], outer(gv)) for (j, _), gv in zip(seeds, g)
+                                       if _floating(results[j])], wrt, nodes)
+        found = [(ct if ct is not None else ops.zeros_like(outer(node.inputs[1 + k])))._var
+                 for k, ct in zip(targets, grads)]
         body, _ = _cut(trace, start, {v.id for v in slots + g})
         graphs.append((slots + g, body, found))
     values = list(operands) + [c._var for _, c in seeds]
     outs = _switch(trace, node.inputs[0], values, graphs)
-    return [(1 + k if k < n else 1 + n + (k - n), outer(v)) for k, v in zip(targets, outs)]
+    return [(1 + k, outer(v)) for k, v in zip(targets, outs)]
 
 
 RECORDS = RECORDS + tuple(switch_record(n) for n in range(2, MAX_BRANCHES + 1))

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import ir
 from ..ir import Var
-from ..passes import Group, Nest, nest, plan_buffers, schedule
+from ..passes import Group, Nest, nest, plan_buffers, projections, schedule
 from ..passes.fuse import row_reduction
 from ..passes.memory import materialized
 from ..control import region_of
@@ -85,10 +85,7 @@ class Context:
         """The indices of ``region``'s outputs that the graph reads (its ``scan_output``
         nodes)."""
         if self._projections is None:
-            self._projections = {}
-            for n in self.graph.all_nodes():
-                if n.prim.kind == "loop" and n.prim.projects:
-                    self._projections.setdefault(n.inputs[0].id, set()).add(n.params["index"])
+            self._projections = projections(self.graph)
         return self._projections.get(region.out.id, set())
 
     def link(self, helper, key):

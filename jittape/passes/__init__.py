@@ -20,13 +20,20 @@ def optimize(graph):
     return dce(cse(simplify(graph)))
 
 
-def _optimize_regions(graph):
-    """Optimize the bodies of ``graph``'s regions in place (inner regions first); a
-    region's inputs become the outer values its bodies still read."""
+def projections(graph):
+    """{region var id: the indices of its outputs that ``graph`` reads} (its
+    ``scan_output`` nodes, in bodies too)."""
     used = {}
     for node in graph.all_nodes():
         if node.prim.kind == "loop" and node.prim.projects:
             used.setdefault(node.inputs[0].id, set()).add(node.params["index"])
+    return used
+
+
+def _optimize_regions(graph):
+    """Optimize the bodies of ``graph``'s regions in place (inner regions first); a
+    region's inputs become the outer values its bodies still read."""
+    used = projections(graph)
     for node in graph.nodes:
         if not node.prim.regions:
             continue
