@@ -71,9 +71,35 @@ def concatenate(xs, axis=0):
 concat = concatenate
 
 
-@composite(examples=[ex((2, 3), (2, 3)), ex((3,), (3,), (3,), axis=1), ex((), ())],
-           numpy=(np.stack,), call=lambda *xs, **params: stack(xs, **params))
+def _stack_abstract(*xs, axis):
+    shapes = [shape_of(x) for x in xs]
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first):
+            raise ShapeError(at_user_line(
+                f"stack: all tensors need the same shape, got {', '.join(map(str, shapes))}"))
+        for a, b in zip(s, first):
+            same_size("stack", a, b)
+    out = list(first)
+    out.insert(axis, len(xs))
+    return Aval(tuple(out), np.result_type(*[x.dtype for x in xs]))
+
+
+def _stack_vjp(k, g, out, *xs, axis):
+    return getitem(g, (slice(None),) * axis + (k,))
+
+
+# A primitive, not expand_dims + concatenate: its VJP is one view per input (``g[k]``),
+# and a stack of the kernel's inputs is what the kernel takes packed (passes/packing.py):
+# the weights of a deep network's layers, stacked where a rolled loop reads them by step.
+_stack = Primitive("stack", lambda *xs, axis: np.stack(xs, axis=axis),
+                   abstract=_stack_abstract, vjp=PerInput(_stack_vjp), save=(False, False),
+                   examples=[ex((2, 3), (2, 3), axis=0), ex((3,), (3,), (3,), axis=1), ex((), (), axis=0),
+                             ex((2, 2), (2, 2), axis=2)])
+
+
 @public
+@numpy_dispatch(np.stack)
 def stack(xs, axis=0):
     """Join a sequence of same-shaped tensors along a new axis."""
     xs = list(xs)
@@ -84,7 +110,9 @@ def stack(xs, axis=0):
     if len(shapes) > 1:
         raise ShapeError(at_user_line(f"stack: all tensors need the same shape, got "
                                       f"{', '.join(str(_shape(x)) for x in xs)}"))
-    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+    if len(xs) == 1:
+        return expand_dims(xs[0], axis)
+    return _stack.bind(*xs, axis=axis)
 
 
 
@@ -489,13 +517,38 @@ def _lower_concatenate(ctx, node):
         # np.concatenate compiles anew for each number of parts, seconds for many
         o = ctx.name(out)
         lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
-        offset = "0"
+        fixed, sizes = 0, []          # the offset: literal sizes summed here, others added
         for v, name in zip(node.inputs, parts):
+            offset = " + ".join(([str(fixed)] if fixed or not sizes else []) + sizes)
             lines.append(f"put({o}, {offset}, {name})")
-            offset = ctx.size(v.shape[0]) if offset == "0" else f"{offset} + {ctx.size(v.shape[0])}"
+            if isinstance(v.shape[0], int):
+                fixed += v.shape[0]
+            else:
+                sizes.append(ctx.size(v.shape[0]))
         return lines
     lines.append(f"{ctx.name(out)} = np.concatenate(({', '.join(parts)},), "
                  f"axis={node.params['axis']})")
+    return lines
+
+
+def _lower_stack(ctx, node):
+    out = node.out
+    o = ctx.name(out)
+    axis = node.params["axis"]
+    lines, parts = [], []
+    for v in node.inputs:
+        name = ctx.name(v)
+        if v.dtype != out.dtype:
+            tmp = ctx.tmp()
+            cast = f"{name}.astype({ctx.dtype(out.dtype)})" if v.ndim else f"{ctx.dtype(out.dtype)}({name})"
+            lines.append(f"{tmp} = {cast}")
+            name = tmp
+        parts.append(name)
+    if axis == 0:        # one copy per part into its row (runtime.put), as concatenate's
+        lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+        lines += [f"put({o}, {k}, {name})" for k, name in enumerate(parts)]
+        return lines
+    lines.append(f"{o} = np.stack(({', '.join(parts)},), axis={axis})")
     return lines
 
 
@@ -515,6 +568,21 @@ def _cuda_concatenate(ctx, node):
         lines += ctx.per_element([f"{vn}.shape[{a}]" for a in range(v.ndim)], body, node,
                                  [f"offset{k}"])
         lines.append(f"offset += {vn}.shape[{axis}]")
+    return lines
+
+
+def _cuda_stack(ctx, node):
+    out = node.out
+    o = ctx.name(out)
+    axis = node.params["axis"]
+    lines = [ctx.buffer(out)]
+    for k, v in enumerate(node.inputs):
+        vn = ctx.name(v)
+        own = [f"i{a}" for a in range(v.ndim)]
+        idx = own[:axis] + [str(k)] + own[axis:]
+        src = f"{vn}[{', '.join(own)}]" if v.ndim else ctx.read(v, 0)
+        body = [f"{o}[{', '.join(idx)}] = {ctx.dtype(out.dtype)}({src})"]
+        lines += ctx.per_element([f"{vn}.shape[{a}]" for a in range(v.ndim)], body, node)
     return lines
 
 
@@ -572,3 +640,5 @@ _index_add.lowerings["cpu"] = _lower_index_add
 _index_add.lowerings["cuda"] = _cuda_index_add
 _concatenate.lowerings["cuda"] = _cuda_concatenate
 _concatenate.lowerings["cpu"] = _lower_concatenate
+_stack.lowerings["cuda"] = _cuda_stack
+_stack.lowerings["cpu"] = _lower_stack
