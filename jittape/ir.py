@@ -436,14 +436,17 @@ class Graph:
 
     Set by the compiler after the passes: ``writes`` (output index, the variable it is
     written back to), ``guards`` (output index, the branch value the graph was traced
-    with), ``check_numerics`` (the generated code tests every value for NaN/inf) and
-    ``parallel`` (CPU code may run large loops on threads: ``jt.config.parallel``).
+    with), ``check_numerics`` (the generated code tests every value for NaN/inf),
+    ``parallel`` (CPU code may run large loops on threads: ``jt.config.parallel``) and
+    ``packing`` (inputs and outputs the kernel takes and returns stacked:
+    ``passes.packing``).
     """
 
     writes = ()
     guards = ()
     check_numerics = False
     parallel = False
+    packing = None                        # passes.packing.Packing: the kernel's convention
     _sizes = None                         # SizeNames, made at the first use
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):
@@ -470,6 +473,8 @@ class Graph:
         legend = sizes.legend()
         if legend:
             lines.append(f"  # sizes: {legend}")
+        if self.packing is not None:
+            lines += [f"  # {line}" for line in self.packing.notes(self.inputs, self.outputs)]
         if self.exact_sizes:
             lines.append("  # valid for the sizes it was traced with only: "
                          + ", ".join(str(tuple(int(d) for d in v.shape)) for v in self.inputs))

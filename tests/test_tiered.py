@@ -294,3 +294,25 @@ def test_python_math_gives_numpys_special_values(ftype):
             got = np.array([math[f"{name}_{suffix}"](v) for v in values])
             assert got.dtype == ftype, name
             np.testing.assert_allclose(got, fn(values).astype(ftype), rtol=1e-6, err_msg=name)
+
+
+def test_stacked_weights_on_the_python_tier(gate):
+    """A rolled deep network takes its weights stacked (passes/packing.py) as Python too."""
+    rng = np.random.default_rng(2)
+    layers = [(rng.standard_normal((4, 4)) * 0.5, rng.standard_normal(4) * 0.1)
+              for _ in range(8)]
+    x = rng.standard_normal((3, 4))
+
+    def deep(layers, x):
+        for w, b in layers:
+            x = jt.tanh(x @ w + b)
+        return jt.sum(x * x)
+
+    f = jt.value_and_grad(deep)
+    assert "passed stacked" in f.lower(layers, x).graph
+    tiered = f(layers, x)
+    assert f.cache_info().python_calls == 1
+    gate.set()
+    build.wait(_entry(f).built)
+    _close(tiered, f(layers, x), 1e-12)
+    assert f.cache_info().python_calls == 1

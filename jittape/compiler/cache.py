@@ -193,11 +193,16 @@ class Variants:
         inputs = _inputs(leaves, kinds)
         if entry.implicit:
             inputs += _implicit_inputs(entry.implicit)
+        packing = entry.graph.packing
+        if packing is not None:           # inputs the kernel takes stacked
+            inputs = packing.pack(inputs)
         try:
             out = self._call_kernel(entry, inputs)
         except SizeMismatch as err:       # the kernel checks its sizes at once: which one
             message = ir.failed_check(entry.graph, lambda k: np.shape(inputs[k]))
             raise SizeMismatch(message or str(err)) from None
+        if packing is not None:
+            out = packing.unpack(out)
         if not trust_guards:
             for k, expected in entry.guards:
                 if bool(out[k]) is not expected:

@@ -12,6 +12,8 @@ import collections
 import functools
 import threading
 
+import numpy as np
+
 from .. import config
 from ..codegen import build
 from .cache import Variants
@@ -121,12 +123,14 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
             if entry.caller is None:
                 entry.caller = caller(entry, args, f"{self.mode}({self.name})")
             fast = entry.caller.source
-        consts, implicit = tuple(entry.consts), entry.implicit
-        if implicit:
-            return Lowered(text, entry.source,
-                           lambda *args: run(*args, *_implicit_inputs(implicit), *consts), fast,
-                           entry.graph)
-        return Lowered(text, entry.source, lambda *args: run(*args, *consts), fast, entry.graph)
+        consts, implicit, packing = tuple(entry.consts), entry.implicit, entry.graph.packing
+
+        def python(*args):
+            inputs = list(args) + (_implicit_inputs(implicit) if implicit else [])
+            if packing is None:
+                return run(*inputs, *consts)
+            return packing.unpack(run(*packing.pack(inputs), *consts))
+        return Lowered(text, entry.source, python, fast, entry.graph)
 
     def kernel(self, *args):
         """The Numba dispatcher for these arguments' signature, callable from njit code
@@ -151,23 +155,45 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
             inner = build.new_dispatcher(entry.built)
-            entry.user_kernel = _bind_consts(entry, inner) if entry.consts else inner
+            if entry.consts or entry.graph.packing is not None:
+                inner = _flat_kernel(entry, inner)
+            entry.user_kernel = inner
         return entry.user_kernel
 
     def __repr__(self):
         return f"<jittape compiled {self.mode} of {self.name}>"
 
 
-def _bind_consts(entry, inner):
-    """The kernel with its array constants bound (Numba freezes them into the code)."""
+def _flat_kernel(entry, inner):
+    """The kernel as ``kernel()`` gives it: the flattened inputs in, the flattened
+    outputs out, the array constants bound (Numba freezes them into the code). Inputs the
+    kernel takes stacked (``passes.packing``) are stacked here, and its stacked outputs
+    split into their rows; Numba compiles this at its first call."""
     import numba
-    args = [f"a{k}" for k in range(len(entry.graph.inputs))]
+    packing = entry.graph.packing
     consts = [f"c{k}" for k in range(len(entry.consts))]
-    namespace = dict(zip(consts, entry.consts), inner=inner)
-    source = (f"def bound({', '.join(args)}):\n"
-              f"    return inner({', '.join(args + consts)})\n")
-    return numba.njit(**_NJIT_OPTIONS)(generate(source, "kernel with constants", namespace,
-                                                "bound"))
+    namespace = dict(zip(consts, entry.consts), inner=inner, np=np)
+    if packing is None:
+        count = len(entry.graph.inputs)
+        inputs = [f"a{k}" for k in range(count)]
+        result = "out"
+    else:
+        count = sum(1 if i.__class__ is int else len(i) for i in packing.inputs)
+        inputs = []
+        for i, v in zip(packing.inputs, entry.graph.inputs):
+            if i.__class__ is int:
+                inputs.append(f"a{i}")
+            else:
+                parts = ", ".join(f"a{j}" for j in i)
+                inputs.append(f"np.stack(({parts},))" if v.ndim > 1 else f"np.array(({parts},))")
+        rows = [f"out[{j}]" if row is None else f"out[{j}][{row}]" for j, row in packing.outputs]
+        result = "(" + ", ".join(rows) + ("," if len(rows) == 1 else "") + ")"
+    args = [f"a{k}" for k in range(count)]
+    source = (f"def flat({', '.join(args)}):\n"
+              f"    out = inner({', '.join(inputs + consts)})\n"
+              f"    return {result}\n")
+    return numba.njit(**_NJIT_OPTIONS)(generate(source, "kernel of the flattened inputs",
+                                                namespace, "flat"))
 
 
 # -- the public constructors ---------------------------------------------------------------

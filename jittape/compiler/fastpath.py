@@ -144,6 +144,12 @@ def caller(entry, args, title):
     namespace.update(checks)
     captured, held = _implicit_code(entry, namespace)
     guard += held
+    inputs = leaves + captured
+    call = "kernel({})"
+    if entry.graph.packing is not None:        # inputs and outputs the kernel stacks
+        inputs = entry.graph.packing.code(inputs, namespace)
+        namespace["unpack"] = entry.graph.packing.unpack
+        call = "unpack(kernel({}))"
     expr = getattr(entry.pack, "expr", None)
     if expr is None:
         expr = "pack(out)"
@@ -158,7 +164,7 @@ def caller(entry, args, title):
     lines = [f"def __call__(self, {params}*rest):",
              f"    if {' and '.join(guard + ['not rest'])}:",
              "        try:",
-             f"            out = kernel({', '.join(leaves + captured + consts)})",
+             f"            out = {call.format(', '.join(inputs + consts))}",
              "        except (TypeError, SignatureMismatch, SizeMismatch):",
              f"            return self._call({tuple_args})"]
     if entry.guards:

@@ -100,7 +100,12 @@ class Modes:
         # (and by the source: what codegen chose, e.g. parallel loops for large traces)
         built = build.build(source, func, build.digest(graph.text() + source, self.target),
                             _NJIT_OPTIONS if self.target == "cpu" else None)
-        return _Entry(graph, source, built, consts, pack, graph.writes, graph.guards)
+        writes, guards = graph.writes, graph.guards
+        if graph.packing is not None:      # the entry's indices: of the flattened outputs
+            flat = graph.packing.flat_of
+            writes = [(flat[k], target) for k, target in writes]
+            guards = [(flat[k], value) for k, value in guards]
+        return _Entry(graph, source, built, consts, pack, writes, guards)
 
     def _trace(self, args, leaves, key):
         self._stats["traces"] += 1
@@ -189,6 +194,8 @@ class Modes:
         graph = passes.optimize(trace.graph(outputs))
         graph.writes, graph.guards, graph.check_numerics = writes, guards, key[3]
         graph.parallel = key[4]
+        if self.target == "cpu":           # stacked inputs passed stacked (not on devices)
+            graph = passes.pack_arguments(graph)
         return graph, pack, trace
 
     def _differentiate(self, trace, result, diff_inputs, key):

@@ -143,13 +143,16 @@ class OpRecord:
       rather than own an array (passes.memory);
     - ``keeps_order``: a view whose elements are its input's in the same (row-major)
       order, only the shape differs (a reshape);
-    - ``foldable``: computed while tracing when no input is traced (not loop parts).
+    - ``foldable``: computed while tracing when no input is traced (not loop parts);
+    - ``stacks``: its result is its inputs stacked along a new axis ``params["axis"]``
+      (a kernel may take such a stack of its inputs packed: ``passes.packing``).
 
     Slots for the transformations: ``vjp`` (one rule per input) or ``joint`` with
     ``joint_vjp`` (all inputs' cotangents at once); ``jvp`` (forward mode) and ``batch``
     (vectorizing map) rules; ``regions``, the names of parameters that hold a body
     sub-graph (control-flow ops); ``simplify(node, producer)``, an algebraic rewrite
-    (``passes.simplify``).
+    (``passes.simplify``); ``row_of(node)``, for a view that can be one row of its first
+    input along the first axis: that row's index, or None (``passes.packing``).
     """
 
     name = "op"
@@ -160,6 +163,8 @@ class OpRecord:
     keeps_order = False
     differentiable = True
     foldable = True
+    stacks = False
+    row_of = None
     joint = False
     impl = None
     vjp = None

@@ -642,3 +642,16 @@ _concatenate.lowerings["cuda"] = _cuda_concatenate
 _concatenate.lowerings["cpu"] = _lower_concatenate
 _stack.lowerings["cuda"] = _cuda_stack
 _stack.lowerings["cpu"] = _lower_stack
+_stack.stacks = True
+
+
+def _row_of(node):
+    """``x[k]`` with a literal int ``k`` and nothing else: row ``k`` (negative: from the
+    end) of ``x``."""
+    index = node.params["index"]
+    if len(node.inputs) == 1 and len(index) == 1 and index[0][0] == "int":
+        return index[0][1]
+    return None
+
+
+getitem_prim.row_of = _row_of

@@ -1,5 +1,5 @@
 """Graph passes: size canonicalization, simplification, dead-code elimination, common
-subexpressions, fusion, buffer reuse."""
+subexpressions, fusion, buffer reuse, and the kernel's packed inputs and outputs."""
 
 from .dce import dce  # noqa: F401
 from .cse import cse  # noqa: F401
@@ -7,6 +7,7 @@ from .simplify import simplify  # noqa: F401
 from .sizes import canonical_sizes, implied_bounds_dropped  # noqa: F401
 from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
+from .packing import pack_arguments  # noqa: F401
 from ..ir import Graph, Var
 
 

@@ -108,33 +108,46 @@ def canonical_sizes(graph):
             if isinstance(e, int):           # a literal: checked equal on entry
                 return e if literal else d
             return d if e == d.expr else Dim(int(d), e)
-        if isinstance(d, tuple):
-            return tuple(size(x, literal) for x in d)
         return d
+
+    # the inputs' sizes stay their own: the kernel's signature (any size but 1) is
+    # checked before the sizes' equalities
+    return rewrite_sizes(graph, size, graph.inputs, graph.checks)
+
+
+def rewrite_sizes(graph, size, inputs, checks):
+    """``graph`` with every size ``d`` (an int or a Dim) written ``size(d)`` (``size(d,
+    literal=False)`` for the shapes of ``inputs``, which become its inputs), in its
+    regions' bodies too, and ``checks`` its checks. Vars' shapes change in place."""
+    def sized(d, literal=True):
+        if isinstance(d, tuple):
+            return tuple(sized(x, literal) for x in d)
+        return size(d, literal)
 
     seen = set()
 
     def fix(var, literal=True):
         if var.id not in seen:
             seen.add(var.id)
-            var.shape = size(var.shape, literal)
+            var.shape = sized(var.shape, literal)
 
-    for v in graph.inputs:       # their sizes stay their own: the kernel's signature (any
-        fix(v, literal=False)    # size but 1) is checked before the sizes' equalities
+    for v in inputs:
+        fix(v, literal=False)
     for c in graph.consts:
         fix(c.var)
+
     def rebuild(nodes):
         new_nodes = []
         for node in nodes:
             fix(node.out)
-            inputs = [v if isinstance(v, Var) else size(v) for v in node.inputs]
-            params = {k: size(v) for k, v in node.params.items()}
+            inputs = [v if isinstance(v, Var) else sized(v) for v in node.inputs]
+            params = {k: sized(v) for k, v in node.params.items()}
             for name in node.prim.regions:          # a body's sizes are the graph's
                 body = params[name]
                 for v in body.inputs:
                     fix(v)
                 params[name] = Graph(body.inputs, body.consts, rebuild(body.nodes),
-                                     [v if isinstance(v, Var) else size(v) for v in body.outputs],
+                                     [v if isinstance(v, Var) else sized(v) for v in body.outputs],
                                      body.name, body.checks, body.exact_sizes)
             new = Node(node.prim, inputs, params, node.out, node.where)
             node.out.node = new
@@ -142,6 +155,5 @@ def canonical_sizes(graph):
         return new_nodes
 
     nodes = rebuild(graph.nodes)
-    outputs = [v if isinstance(v, Var) else size(v) for v in graph.outputs]
-    return Graph(graph.inputs, graph.consts, nodes, outputs, graph.name, graph.checks,
-                 graph.exact_sizes)
+    outputs = [v if isinstance(v, Var) else sized(v) for v in graph.outputs]
+    return Graph(inputs, graph.consts, nodes, outputs, graph.name, checks, graph.exact_sizes)
