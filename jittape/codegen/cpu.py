@@ -370,6 +370,11 @@ def _group(ctx, group, gid, reuse, nest_=None):
     """The group's loops (lines); in a nest, (lines before the nest's loop over the rows,
     lines of one row at index ``i0``, lines after the loop)."""
     rank = len(group.domain)
+    lone = group.nodes[0] if len(group.nodes) == 1 and group.reduce is None else None
+    if (lone is not None and nest_ is None and rank and "cpu" in lone.prim.lowerings
+            and lone.out.id not in reuse):
+        # one op with a lowering of its own (a fill: runtime.full): no loop to compile
+        return _node(ctx, lone)
     comments = [f"# fused loop over {ir.shape_text(group.domain, ctx.graph.sizes) or 'a scalar'}:"]
     comments += ["#   " + _comment(ctx, n)[2:] for n in group.nodes]
     if group.reduce is not None:
