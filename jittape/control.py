@@ -36,13 +36,36 @@ def _cuda_onehot(ctx, node):
     return [ctx.buffer(node.out), f"onehot({ctx.name(node.out)}, {ctx.name(node.inputs[0])})"]
 
 
+def _interpret_onehot(env, node):
+    like = node.inputs[1]
+    seed = np.zeros(env.param(like.shape), node.out.dtype)
+    seed.reshape(-1)[int(env.value(node.inputs[0]))] = 1
+    env.values[node.out.id] = seed
+
+
+def _interpret_jacobian(env, node):
+    body = node.params["body"]
+    count = env.param(node.params["count"])
+    rows = [[] for _ in body.outputs]
+    for k in range(count):                # one reverse sweep per target element
+        env.values[body.inputs[0].id] = np.int64(k)
+        env.run(body.nodes)
+        for r, y in zip(rows, body.outputs):
+            r.append(env.value(y))
+    env.outputs(node, [regions._stacked(env, r, y, count) for r, y in zip(rows, body.outputs)])
+
+
 LOOP_INDEX = LoopPart("loop_index", "index", lambda count: Aval((), "int64"),
                       lower_nothing, lower_nothing)
+LOOP_INDEX.interpret = lambda env, node: None        # (the loop sets its value)
 ONEHOT = LoopPart("onehot", "seed", lambda k, like: Aval(like.shape, like.dtype),
                   _lower_onehot, _cuda_onehot)
+ONEHOT.interpret = _interpret_onehot
 JACOBIAN_LOOP = LoopPart("jacobian_loop", "region", lambda *captured, count, body: Aval((), "bool"),
                          lower_nothing, lower_nothing, regions=("body",))
+JACOBIAN_LOOP.interpret = _interpret_jacobian
 LOOP_OUTPUT = LoopPart("loop_output", "output", None, lower_nothing, lower_nothing)
+LOOP_OUTPUT.interpret = regions.interpret_output
 RECORDS = (LOOP_INDEX, ONEHOT, JACOBIAN_LOOP, LOOP_OUTPUT) + regions.RECORDS
 
 

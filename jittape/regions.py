@@ -45,12 +45,14 @@ class LoopPart(OpRecord):
     ``regions``), ``output``/``scan_output`` (output ``params["index"]`` of a region).
     ``region_vjp(trace, node, cotangents, relevant)``, where set, differentiates a
     region: (input position, cotangent) pairs for the inputs whose ids are in
-    ``relevant``."""
+    ``relevant``. ``interpret(env, node)``, where set, runs the node on NumPy values
+    (``codegen.interpret``: ``env`` holds the values and runs the bodies' nodes)."""
 
     kind = "loop"
     differentiable = False
     foldable = False             # never computed while tracing, even without traced inputs
     region_vjp = None
+    interpret = None
 
     def __init__(self, name, role, abstract, lower, lower_cuda, regions=(), impl=None):
         self.name = name
@@ -150,8 +152,46 @@ def _region_abstract(*inputs, **params):
     return Aval((), "bool")
 
 
+def _stacked(env, rows, y, count):
+    """A loop's per-step values of ``y`` (a body output) as one array."""
+    if rows:
+        return np.stack(rows)
+    return np.empty((count,) + env.param(y.shape), y.dtype)
+
+
+def _interpret_scan(env, node):
+    p = node.params
+    body, nc, nx, n = p["body"], p["carries"], p["xs"], env.param(p["length"])
+    carries = [env.value(v) for v in node.inputs[:nc]]
+    xs = [env.value(v) for v in node.inputs[nc:nc + nx]]
+    ys = body.outputs[nc:]
+    rows = [[] for _ in ys]
+    for t in (range(n - 1, -1, -1) if p["reverse"] else range(n)):
+        env.set(body.inputs[:nc], carries)
+        env.set(body.inputs[nc:nc + nx], [x[t] for x in xs])
+        env.run(body.nodes)
+        for r, y in zip(rows, ys):
+            if y is not None:
+                r.append(env.value(y))
+        carries = [env.value(v) for v in body.outputs[:nc]]
+    if p["reverse"]:                       # row t is step t's, as the kernel stores it
+        rows = [r[::-1] for r in rows]
+    env.outputs(node, carries + [None if y is None else _stacked(env, r, y, n)
+                                 for r, y in zip(rows, ys)])
+
+
+def interpret_output(env, node):
+    """Output ``index`` of a region, of the part's dtype."""
+    value = env.values[(node.inputs[0].id, node.params["index"])]
+    if getattr(value, "dtype", None) != node.out.dtype:
+        value = np.asarray(value, node.out.dtype) if node.out.ndim else node.out.dtype.type(value)
+    env.values[node.out.id] = value
+
+
 SCAN = LoopPart("scan", "scan", _region_abstract, _lower_scan, None, regions=("body",))
+SCAN.interpret = _interpret_scan
 SCAN_OUTPUT = LoopPart("scan_output", "scan_output", None, _lower_output, None)
+SCAN_OUTPUT.interpret = interpret_output
 RECORDS = (LOOP_VALUE, SCAN, SCAN_OUTPUT)
 
 
@@ -530,10 +570,40 @@ def _assign(ctx, targets, values):
             + ", ".join(ctx.name(v) for v in values)]
 
 
+def _interpret_while(env, node):
+    p = node.params
+    cond, body, nc = p["cond"], p["body"], p["carries"]
+    carries = [env.value(v) for v in node.inputs[:nc]]
+    grad = "back" in p
+    saved = []
+    while True:
+        env.set(cond.inputs[:nc], carries)
+        env.set(body.inputs[:nc], carries)
+        env.run(cond.nodes)
+        if not env.value(cond.outputs[0]):
+            break
+        if grad:                          # the step's carry, for the backward loop
+            saved.append(carries)
+        env.run(body.nodes)
+        carries = [env.value(v) for v in body.outputs]
+    if not grad:
+        env.outputs(node, carries)
+        return
+    back, nb = p["back"], p["cotangents"]
+    own = [env.value(v) for v in node.inputs[nc:nc + nb]]
+    for carries in reversed(saved):       # the steps' VJPs, last first
+        env.set(back.inputs[:nb], own)
+        env.set(back.inputs[nb:nb + nc], carries)
+        env.run(back.nodes)
+        own = [env.value(v) for v in back.outputs]
+    env.outputs(node, own)
+
+
 WHILE = LoopPart("while_loop", "while", _region_abstract, _lower_while, None,
                  regions=("cond", "body"))
 WHILE_GRAD = LoopPart("while_grad", "while", _region_abstract, _lower_while, None,
                       regions=("cond", "body", "back"))
+WHILE.interpret = WHILE_GRAD.interpret = _interpret_while
 RECORDS = RECORDS + (WHILE, WHILE_GRAD)
 
 
@@ -682,6 +752,16 @@ def _lower_switch(ctx, node):
     return lines
 
 
+def _interpret_switch(env, node):
+    n = node.params["operands"]
+    names = node.prim.regions
+    k = min(max(int(env.value(node.inputs[0])), 0), len(names) - 1)   # clamped, as jt.switch
+    graph = node.params[names[k]]
+    env.set(graph.inputs[:n], [env.value(v) for v in node.inputs[1:1 + n]])
+    env.run(graph.nodes)
+    env.outputs(node, [env.value(v) for v in graph.outputs])
+
+
 _SWITCHES = {}
 
 
@@ -692,6 +772,7 @@ def switch_record(n):
         found = _SWITCHES[n] = LoopPart(f"switch_{n}", "switch", _region_abstract, _lower_switch,
                                         None, regions=tuple(f"branch{k}" for k in range(n)))
         found.region_vjp = switch_vjp
+        found.interpret = _interpret_switch
     return found
 
 

@@ -9,11 +9,12 @@ guard), ``jt.custom_gradient``, a Python loop (rolled into a loop region when tr
 and one of three uses:
 
 - ``grad``: the eager tape's value and gradients = the generated Python run without
-  Numba (``lower(...).python``) = central finite differences (float64 programs);
+  Numba (``lower(...).python``) = the graph run on NumPy as tiered calls run it
+  (``lower(...).numpy``) = central finite differences (float64 programs);
 - ``hessian``: a nested tape's Hessian-vector product = ``jt.hessian``'s generated
-  Python = finite differences of the eager gradient;
+  Python = its graph on NumPy = finite differences of the eager gradient;
 - ``function``: a ``jt.function`` step with a tape and ``Variable.assign_sub``, eager =
-  generated Python = a step along the finite-difference gradient.
+  generated Python = the graph on NumPy = a step along the finite-difference gradient.
 
 One program in ``COMPILE_EVERY`` is also compiled with Numba, and one of those in
 ``CUDA_EVERY`` runs on ``target="cuda"`` (Numba's simulator under the tests) where
@@ -922,10 +923,16 @@ def fd_grad(fn, args, k, eps=1e-6):
 def check_grad(program, args):
     value, grads = eager_value_and_grads(program, args)
     vg = jt.value_and_grad(program.function(), argnums=program.diff)
-    out = vg.lower(*args).python(*_scalars(args))
+    lowered = vg.lower(*args)
+    out = lowered.python(*_scalars(args))
     close(out[0], value, program.dtype, "value: generated Python vs eager tape")
     for k, g, want in zip(program.diff, out[1:], grads):
         close(g, want, program.dtype, f"gradient of argument {k}: generated Python vs eager tape")
+    if lowered.numpy is not None:           # the graph on NumPy, as tiered calls run it
+        out = lowered.numpy(*_scalars(args))
+        close(out[0], value, program.dtype, "value: graph on NumPy vs eager tape")
+        for k, g, want in zip(program.diff, out[1:], grads):
+            close(g, want, program.dtype, f"gradient of argument {k}: graph on NumPy vs eager tape")
     if program.dtype == np.float64:
         for k, want in zip(program.diff, grads):
             close_fd(want, fd_grad(lambda a: numeric_loss(program, a), args, k),
@@ -994,10 +1001,14 @@ def check_hessian(program, args):
     np.testing.assert_allclose(hu, fd, rtol=1e-4, atol=1e-5 * scale,
                                err_msg="Hessian-vector product: nested tapes vs finite differences")
     h = jt.hessian(program.function(), argnums=k)
-    got = h.lower(*args).python(*_scalars(args))[0]     # (then the guards' conditions)
+    lowered = h.lower(*args)
     n = args[k].size
-    got_hu = (np.reshape(got, (n, n)) @ u.reshape(-1)).reshape(args[k].shape)
-    close(got_hu, hu, np.float64, "Hessian-vector product: generated Python vs nested tapes")
+    for run, what in ((lowered.python, "generated Python"), (lowered.numpy, "graph on NumPy")):
+        if run is None:
+            continue
+        got = run(*_scalars(args))[0]     # (then the guards' conditions)
+        got_hu = (np.reshape(got, (n, n)) @ u.reshape(-1)).reshape(args[k].shape)
+        close(got_hu, hu, np.float64, f"Hessian-vector product: {what} vs nested tapes")
     if program.compiled:
         got = h(*args)
         got_hu = (np.reshape(got, (n, n)) @ u.reshape(-1)).reshape(args[k].shape)
@@ -1028,11 +1039,15 @@ def check_function(program, args):
     eager_loss = float(step(*with_variable(v)))
     eager_new = v.numpy()
     f = jt.function(step)
-    out = f.lower(*with_variable(jt.Variable(args[k].copy()))).python(*_scalars(args))
-    close(out[0], eager_loss, program.dtype, "function: loss, generated Python vs eager")
-    # outputs: the loss, the assigned variable's new value, then guard conditions
-    new = out[1] if assigned[0] else args[k]
-    close(new, eager_new, program.dtype, "function: updated variable, generated Python vs eager")
+    lowered = f.lower(*with_variable(jt.Variable(args[k].copy())))
+    for run, what in ((lowered.python, "generated Python"), (lowered.numpy, "graph on NumPy")):
+        if run is None:
+            continue
+        out = run(*_scalars(args))
+        close(out[0], eager_loss, program.dtype, f"function: loss, {what} vs eager")
+        # outputs: the loss, the assigned variable's new value, then guard conditions
+        new = out[1] if assigned[0] else args[k]
+        close(new, eager_new, program.dtype, f"function: updated variable, {what} vs eager")
     if program.dtype == np.float64:
         want = args[k] - rate * fd_grad(lambda a: numeric_loss(program, a), args, k)
         close_fd(eager_new, want, "function: updated variable vs finite differences")

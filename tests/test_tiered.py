@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
-from jittape.codegen import build, python_tier
+from jittape.codegen import build, interpret, python_tier
 from jittape.compiler import cache
 
 pytestmark = pytest.mark.usefixtures("cache_dir")     # nothing on disk to load from
@@ -230,10 +230,23 @@ def test_kernels_that_load_do_not_tier(gate, monkeypatch):
 
 def test_large_arguments_wait(gate, monkeypatch):
     monkeypatch.setattr(cache, "PYTHON_ELEMENTS", 10)
+    monkeypatch.setattr(interpret, "ELEMENTS", 10)
     f = jt.value_and_grad(mlp_loss)
     f(*_mlp())
     info = f.cache_info()
     assert (info.python_calls, info.compiles) == (0, 1)
+
+
+def test_the_graph_runs_on_numpy_and_the_module_as_python_where_it_cannot(gate, monkeypatch):
+    f = jt.value_and_grad(mlp_loss)
+    first = f(*_mlp())
+    assert isinstance(_entry(f).python, interpret._Run)      # node by node, on NumPy
+    monkeypatch.setattr(interpret, "EVALUATIONS", 0)          # as for a record without
+    g = jt.value_and_grad(lambda p, x: mlp_loss(p, x) * 1.0)  # an impl: the module
+    second = g(*_mlp())
+    assert not isinstance(_entry(g).python, interpret._Run)
+    assert g.cache_info().python_calls == 1
+    _close(first, second, 1e-12)
 
 
 def test_a_failed_background_compile_compiles_at_the_next_call(gate, monkeypatch):

@@ -1,6 +1,7 @@
-"""The globals in which a generated CPU module runs as plain Python (a tiered call, see
-``build``): nothing in it calls into Numba, so a call made while the kernel compiles in
-the background neither compiles helpers nor waits for Numba's lock."""
+"""The globals in which a generated CPU module runs as plain Python (a tiered call of a
+graph that ``interpret`` cannot run on NumPy, see ``compiler/cache.py``): nothing in it
+calls into Numba, so a call made while the kernel compiles in the background neither
+compiles helpers nor waits for Numba's lock."""
 
 import math
 import types

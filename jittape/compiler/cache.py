@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from .. import config, ir
-from ..codegen import build, python_tier
+from ..codegen import build, interpret, python_tier
 from ..errors import (JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
                       SizeMismatch, at_user_line, caller_frames)
 from ..recording import TRACES, current_trace
@@ -245,23 +245,28 @@ class Variants:
             return out
 
     def _tier(self, entry, inputs):
-        """At the first call of ``entry``'s kernel: whether calls run its module as Python
+        """At the first call of ``entry``'s kernel: whether calls run its graph on NumPy
         while the kernel compiles in the background (started here). Not for CUDA, nor
         for a kernel that has run in the process or that the disk cache holds (loading
-        is quick), nor for arguments of more than ``PYTHON_ELEMENTS`` elements, nor for a
-        graph whose values hold more than ``PYTHON_WORK`` elements in all, its loops'
-        steps counted (a long loop in Python takes longer than its compile)."""
+        is quick). The graph runs node by node with the ops' NumPy implementations
+        (``codegen.interpret``) unless its run would be long; a graph with records that
+        have none runs the generated module as plain Python, unless its arguments hold
+        more than ``PYTHON_ELEMENTS`` elements or its values more than ``PYTHON_WORK``,
+        its loops' steps counted (a long loop in Python takes longer than its compile)."""
         with self._lock:
             if entry.python is None:
                 entry.python = False
-                if (self.target == "cpu" and not build.loadable(entry.built)
-                        and sum(np.size(a) for a in inputs) <= PYTHON_ELEMENTS
+                if self.target != "cpu" or build.loadable(entry.built):
+                    return False
+                python = interpret.runner(entry.graph)
+                if (python is None and sum(np.size(a) for a in inputs) <= PYTHON_ELEMENTS
                         and _python_work(entry.graph.nodes) <= PYTHON_WORK):
                     try:
                         python = generate(entry.source, f"python of {self.mode}({self.name})",
                                           python_tier.python_globals(), "kernel")
                     except Exception:         # (then the kernel's compile says what)
                         return False
+                if python is not None:
                     entry.started = build.compile_in_background(
                         entry.built, inputs + list(entry.consts))
                     entry.python = python

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from .. import config
-from ..codegen import build
+from ..codegen import build, interpret
 from .cache import Variants
 from .capture import Wrapper, _implicit_inputs, _kernel_inputs_text
 from .fastpath import _fast_leaf, _fast_tree, caller, dispatch, generate
@@ -23,7 +23,8 @@ from .modes import _NJIT_OPTIONS, Modes
 from .sharing import _SHARED, _SHARED_LOCK, _keep, _share_key
 from .signature import Signatures, options
 
-Lowered = collections.namedtuple("Lowered", "graph source python caller ir")
+Lowered = collections.namedtuple("Lowered", "graph source python caller ir numpy",
+                                 defaults=(None,))
 Lowered.__doc__ = """What ``lower()`` returns: ``graph`` (the optimized op list as text),
 ``source`` (the generated module), ``python`` (the generated function run as plain
 Python, without Numba: the flattened arguments in (the values read from outside them are
@@ -31,7 +32,10 @@ read at each call, as the compiled call reads them), kernel results out; for deb
 and ``caller`` (the source of the generated Python that a call with these arguments
 runs around the kernel, the fast path; None where such calls take the full path: static
 arguments, or leaves that are not NumPy arrays and scalars); ``ir``, the optimized
-``ir.Graph`` itself (``serialize.dumps`` ships it to another process)."""
+``ir.Graph`` itself (``serialize.dumps`` ships it to another process); ``numpy``, the
+graph run node by node with the ops' NumPy implementations, as calls run it while the
+kernel compiles (``codegen.interpret``; as ``python`` takes and returns values), or None
+where it cannot run that way."""
 
 _MODES = ("grad", "value_and_grad", "jacobian", "hessian", "function")
 
@@ -125,12 +129,16 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
             fast = entry.caller.source
         consts, implicit, packing = tuple(entry.consts), entry.implicit, entry.graph.packing
 
-        def python(*args):
-            inputs = list(args) + (_implicit_inputs(implicit) if implicit else [])
-            if packing is None:
-                return run(*inputs, *consts)
-            return packing.unpack(run(*packing.pack(inputs), *consts))
-        return Lowered(text, entry.source, python, fast, entry.graph)
+        def flat(run):
+            def call(*args):
+                inputs = list(args) + (_implicit_inputs(implicit) if implicit else [])
+                if packing is None:
+                    return run(*inputs, *consts)
+                return packing.unpack(run(*packing.pack(inputs), *consts))
+            return call
+        on_numpy = interpret.runner(entry.graph) if self.target == "cpu" else None
+        return Lowered(text, entry.source, flat(run), fast, entry.graph,
+                       on_numpy and flat(on_numpy))
 
     def kernel(self, *args):
         """The Numba dispatcher for these arguments' signature, callable from njit code
