@@ -15,6 +15,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 class JittapeError(Exception):
     """Base class of jittape's own errors."""
 
+    def __str__(self):
+        if self.args and type(self.args[0]) is int:      # raised by a kernel: see located
+            return (f"check {self.args[0]} of the kernel failed"
+                    + (f" (values {', '.join(map(str, self.args[1:]))})" if len(self.args) > 1 else "")
+                    + "; a call of the compiled function says which op and line")
+        return super().__str__()
+
 
 class TracerError(JittapeError, TypeError):
     """A traced value was used where a concrete Python value is needed."""
@@ -49,7 +56,17 @@ class OutOfRange(JittapeError, IndexError):
         args = self.args
         if len(args) > 1 and isinstance(args[0], str):
             return args[0].format(*args[1:])
+        if len(args) == 3 and type(args[0]) is int:       # from a kernel called directly
+            return (f"index {args[1]} is out of range for an axis of size {args[2]} (check "
+                    f"{args[0]} of the kernel; a call of the compiled function names the op "
+                    "and the line)")
         return super().__str__()
+
+
+class KernelValueError(JittapeError, ValueError):
+    """A value error a kernel found (a reduction without identity over an empty axis),
+    raised as its message's number (see ``located``); a compiled call raises it as the
+    ``ValueError`` of that message."""
 
 
 class SignatureMismatch(JittapeError, ValueError):
@@ -163,3 +180,25 @@ def call_text(frame):
         chunk[-1] = chunk[-1][:end_col]
     text = " ".join(c.decode(errors="replace").strip() for c in chunk)
     return text or None
+
+
+# What a generated kernel raises carries no text of the user's program: the message's
+# number (``codegen.cpu.Context.message``) and the values of the call, so that programs
+# of equal graphs share one compiled module whatever their files, lines and names
+# (``codegen/build.py`` keys modules by their code). The compiled function turns it back
+# into the error of that message.
+KERNEL_ERRORS = (IndexError, ValueError, FloatingPointError)
+
+
+def located(err, messages):
+    """The error a kernel's coded ``err`` stands for, its message from ``messages`` (the
+    kernel's, in order); ``err`` itself where it is not coded."""
+    args = err.args
+    if not args or type(args[0]) is not int or not 0 <= args[0] < len(messages):
+        return err
+    message = messages[args[0]]
+    if isinstance(err, OutOfRange):
+        return OutOfRange(message, *args[1:])
+    if isinstance(err, KernelValueError):
+        return ValueError(message)
+    return type(err)(message)

@@ -439,7 +439,8 @@ class Graph:
     with), ``check_numerics`` (the generated code tests every value for NaN/inf),
     ``parallel`` (CPU code may run large loops on threads: ``jt.config.parallel``) and
     ``packing`` (inputs and outputs the kernel takes and returns stacked:
-    ``passes.packing``).
+    ``passes.packing``); by code generation, ``messages`` (what the numbers its kernel
+    raises mean: ``errors.located``).
     """
 
     writes = ()
@@ -447,6 +448,7 @@ class Graph:
     check_numerics = False
     parallel = False
     packing = None                        # passes.packing.Packing: the kernel's convention
+    messages = ()                         # what its kernel's raises mean (errors.located)
     _sizes = None                         # SizeNames, made at the first use
 
     def __init__(self, inputs, consts, nodes, outputs, name="f", checks=None, exact_sizes=False):

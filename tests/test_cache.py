@@ -385,3 +385,58 @@ def test_cache_files_are_private_to_the_user(cache_dir):
         assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
     for path in _files(cache_dir, "module") + _files(cache_dir, "manifest"):
         assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+
+
+def _defined(source, filename):
+    """The function ``source`` defines, compiled as if from ``filename``."""
+    namespace = {"jt": jt, "np": np}
+    exec(compile(source, filename, "exec"), namespace)
+    return next(v for k, v in namespace.items() if callable(v) and k not in ("jt",))
+
+
+LOSS_A = """
+def loss(w, x, i):
+    return jt.sum(jt.tanh(x @ w) ** 2) + jt.sum(jt.gather(w[0], i))
+"""
+
+LOSS_B = """
+
+
+# the same ops in another file, at other lines, with other names
+def objective(weights, inputs, picks):
+    return jt.sum(jt.tanh(inputs @ weights) ** 2) + jt.sum(jt.gather(weights[0], picks))
+"""
+
+
+def test_equal_graphs_at_other_lines_and_names_share_one_compiled_module(cache_dir,
+                                                                        monkeypatch):
+    """The disk cache keys a module by its code alone: no file, line or name of the user's
+    program is in it (the kernel raises its messages' numbers). A program of the same
+    ops in another file loads the first one's kernel; each still names its own line when
+    an index is out of range."""
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(3, 3)), rng.normal(size=(4, 3))
+    good, bad = np.array([0, 2]), np.array([0, 7])
+    f = jt.value_and_grad(_defined(LOSS_A, "/models/a.py"))
+    value, grad = f(w, x, good)
+    assert f.cache_info().compiles == 1
+    monkeypatch.setattr(build, "_TABLE", {})              # as a new process: on disk
+    g = jt.value_and_grad(_defined(LOSS_B, "/models/b.py"))
+    other_value, other_grad = g(w, x, good)
+    assert (g.cache_info().compiles, g.cache_info().disk_hits) == (0, 1)
+    assert other_value == value and np.array_equal(other_grad, grad)
+    source_a, source_b = f.lower(w, x, good).source, g.lower(w, x, good).source
+    assert "def kernel(w, x, i)" in source_a and "def kernel(weights, inputs, picks)" in source_b
+    assert "a.py:3" in source_a and "b.py:6" in source_b           # (in the comments)
+    for fn, where in ((f, r"a\.py:3"), (g, r"b\.py:6")):
+        for _ in range(2):                        # the full path, then the fast path
+            with pytest.raises(IndexError, match=r"index 7 is out of bounds for axis 0 "
+                               rf"with size 3 .*{where}"):
+                fn(w, x, bad)
+            fn(w, x, good)
+    files = glob.glob(os.path.join(str(cache_dir), "**", "*.py"), recursive=True)
+    assert files
+    for path in files:                             # what is on disk: code alone
+        with open(path) as file:
+            text = file.read()
+        assert "a.py" not in text and "b.py" not in text and "weights" not in text

@@ -79,7 +79,7 @@ def test_every_op_lowers_to_each_backend_it_claims(backend):
     elementwise op's scalar expression may call only what the backend's generated module
     has (on CUDA, after ``device_code``: math's functions, the runtime's, NumPy's
     ``DEVICE_NUMPY``)."""
-    header = _header_names(cpu.HEADER if backend == "cpu" else cuda.HEADER)
+    header = _header_names(cpu.IMPORTS if backend == "cpu" else cuda.HEADER)
     missing = []
     for op in _records():
         assert op.kind in KINDS, op

@@ -128,9 +128,11 @@ def test_size_mismatch_first_line_is_short(cache_dir):
     kernel = g.kernel(params, x, y)
     bad = {"w1": np.ones((5, 4), np.float32), "b1": np.ones(6, np.float32),
            "w2": np.ones((7, 2), np.float32)}
-    with pytest.raises(jt.errors.SizeMismatch) as err:     # every check fails: all listed
+    # the kernel called directly raises its check's number (its code holds no line of the
+    # user's: programs of equal graphs share it) and says where to look
+    with pytest.raises(jt.errors.SizeMismatch) as err:
         kernel(bad["b1"], bad["w1"], bad["w2"], x, np.ones((9, 3), np.float32))  # (flattened)
-    assert len(first_line(err)) < 200 and len(str(err.value).split("\n")) > 3
+    assert len(first_line(err)) < 200 and "a call of the compiled function" in first_line(err)
     with pytest.raises(ValueError) as err:                  # the compiled function: which one
         g(bad, x, y)
     assert len(first_line(err)) < 200 and "test_printing.py" in first_line(err)
@@ -176,9 +178,9 @@ def kernel(w, x, y):
     x_k, x_n = x.shape
     y_k, = y.shape
     if any_equal((w_n, 1, x_k, 1, x_n, 1, y_k, 1,)):
-        raise SignatureMismatch("the arguments' shapes do not match this kernel's signature\\nIt was compiled for shapes w (n,), x (k, n), y (k,); a letter is any size but 1.")
+        raise SignatureMismatch(0)   # the arguments' shapes do not match this kernel's signature
     if any_differ((x_n, w_n, x_k, y_k,)):
-        raise SizeMismatch('sizes that must be equal differ in this call; one of these 2:\\nmatmul: operand shapes cannot be broadcast together: sizes x.shape[1] != w.shape[0] in this call (at test_printing.py:18)\\nsubtract: operand shapes cannot be broadcast together: sizes x.shape[0] != y.shape[0] in this call (at test_printing.py:18)')
+        raise SizeMismatch(1)   # sizes that must be equal differ in this call; one of these 2:
     # %3: float64[k] = matmul(x, w)  (test_printing.py:18)
     v3 = dot(x, w)
     # fused loop over a scalar:
@@ -248,9 +250,9 @@ def kernel(params_b1, params_w1, params_w2, x, y):
     x_p, x_k = x.shape
     y_p, y_m = y.shape
     if any_equal((params_b1_n, 1, params_w1_k, 1, params_w1_n, 1, params_w2_n, 1, params_w2_m, 1, x_p, 1, x_k, 1, y_p, 1, y_m, 1,)):
-        raise SignatureMismatch("the arguments' shapes do not match this kernel's signature\\nIt was compiled for shapes params_b1 (n,), params_w1 (k, n), params_w2 (n, m), x (p, k), y (p, m); a letter is any size but 1.")
+        raise SignatureMismatch(0)   # the arguments' shapes do not match this kernel's signature
     if any_differ((x_k, params_w1_k, params_w1_n, params_b1_n, params_b1_n, params_w2_n, x_p, y_p, params_w2_m, y_m,)):
-        raise SizeMismatch('sizes that must be equal differ in this call; one of these 5:\\nmatmul: operand shapes cannot be broadcast together: sizes x.shape[1] != params_w1.shape[0] in this call (at test_printing.py:23)\\nadd: operand shapes cannot be broadcast together: sizes params_w1.shape[1] != params_b1.shape[0] in this call (at test_printing.py:23)\\nmatmul: operand shapes cannot be broadcast together: sizes params_b1.shape[0] != params_w2.shape[0] in this call (at test_printing.py:24)\\nsubtract: operand shapes cannot be broadcast together: sizes x.shape[0] != y.shape[0] in this call (at test_printing.py:25)\\nsubtract: operand shapes cannot be broadcast together: sizes params_w2.shape[1] != y.shape[1] in this call (at test_printing.py:25)')
+        raise SizeMismatch(1)   # sizes that must be equal differ in this call; one of these 5:
     # %5: float32[p,n] = matmul(x, params_w1)  (test_printing.py:23)
     v5 = matmul2d(x, params_w1, True)
     # fused loop over p,n:
@@ -357,9 +359,9 @@ def kernel(w, x, onehot):
     x_m, x_n = x.shape
     onehot_m, onehot_k = onehot.shape
     if any_equal((w_n, 1, w_k, 1, x_m, 1, x_n, 1, onehot_m, 1, onehot_k, 1,)):
-        raise SignatureMismatch("the arguments' shapes do not match this kernel's signature\\nIt was compiled for shapes w (n, k), x (m, n), onehot (m, k); a letter is any size but 1.")
+        raise SignatureMismatch(0)   # the arguments' shapes do not match this kernel's signature
     if any_differ((x_n, w_n, onehot_m, x_m, onehot_k, w_k,)):
-        raise SizeMismatch('sizes that must be equal differ in this call; one of these 3:\\nmatmul: operand shapes cannot be broadcast together: sizes x.shape[1] != w.shape[0] in this call (at test_printing.py:29)\\nmultiply: operand shapes cannot be broadcast together: sizes onehot.shape[0] != x.shape[0] in this call (at test_printing.py:32)\\nmultiply: operand shapes cannot be broadcast together: sizes onehot.shape[1] != w.shape[1] in this call (at test_printing.py:32)')
+        raise SizeMismatch(1)   # sizes that must be equal differ in this call; one of these 3:
     if not x_m <= (x_m * w_k):
-        raise ValueError('max: zero-size array to reduction operation maximum which has no identity (axis (1,)) (at test_printing.py:30)')
+        raise KernelValueError(2)   # max: zero-size array to reduction operation maximum which has no identity (axis (1,)) (at test_printing.py:30)
 """

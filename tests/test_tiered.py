@@ -240,11 +240,11 @@ def test_large_arguments_wait(gate, monkeypatch):
 def test_the_graph_runs_on_numpy_and_the_module_as_python_where_it_cannot(gate, monkeypatch):
     f = jt.value_and_grad(mlp_loss)
     first = f(*_mlp())
-    assert isinstance(_entry(f).python, interpret._Run)      # node by node, on NumPy
+    assert isinstance(_entry(f).python, interpret.Run)      # node by node, on NumPy
     monkeypatch.setattr(interpret, "EVALUATIONS", 0)          # as for a record without
     g = jt.value_and_grad(lambda p, x: mlp_loss(p, x) * 1.0)  # an impl: the module
     second = g(*_mlp())
-    assert not isinstance(_entry(g).python, interpret._Run)
+    assert not isinstance(_entry(g).python, interpret.Run)
     assert g.cache_info().python_calls == 1
     _close(first, second, 1e-12)
 

@@ -96,6 +96,11 @@ def device_code(expr):
 class CudaContext(Context):
     """Names of values in the driver and in kernels (rank-0 device values are arrays)."""
 
+    def message(self, text):
+        """The driver raises the message itself (a CUDA module is keyed with the
+        graph's text, the user's lines included)."""
+        return repr(text)
+
     def __init__(self, graph, buffer, kernels):
         super().__init__(graph)
         self.device_scalars = set()      # ids of rank-0 values held in one-element arrays
@@ -204,7 +209,7 @@ def generate(graph, name, version):
     args = [names.input_name(k) for k in range(len(graph.inputs))]
     array_consts = [c for c in graph.consts if c.value.ndim > 0]
     params = args + [names.const_name(c.var) for c in array_consts]
-    driver += names.input_sizes(graph) + _signature_checks(graph)
+    driver += names.input_sizes(graph) + _signature_checks(ctx, graph)
     for key, message in graph.checks.items():     # (Python: each checked on its own)
         if ir.is_bound(key):                       # an inequality (an int index, ...)
             kind, lo, hi = key

@@ -33,7 +33,7 @@ def runner(graph):
     evaluations, elements = _cost(graph.nodes, 1)
     if evaluations is None or evaluations > EVALUATIONS or elements > ELEMENTS:
         return None
-    return _Run(graph)
+    return Run(graph)
 
 
 def _cost(nodes, trips):
@@ -62,7 +62,7 @@ def _cost(nodes, trips):
     return evaluations, elements
 
 
-class _Run:
+class Run:
     """One graph's runs: ``run(*inputs, *array constants)`` -> the outputs."""
 
     def __init__(self, graph):

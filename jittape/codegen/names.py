@@ -137,3 +137,14 @@ def readable(source, graph):
         name = m.group(2)
         return m.group(0) if name is None else rename.get(name, name)
     return _TOKENS.sub(sub, source)
+
+
+def code_only(source):
+    """``source`` (a generated module) without its comments and blank lines: the code
+    Numba compiles and the disk cache keys, free of the user's lines and names (the
+    strings left are the code's own)."""
+    def sub(m):
+        text = m.group(1)
+        return "" if text is not None and text.startswith("#") else m.group(0)
+    lines = (line.rstrip() for line in _TOKENS.sub(sub, source).splitlines())
+    return "\n".join(line for line in lines if line) + "\n"

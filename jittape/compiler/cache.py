@@ -29,8 +29,8 @@ import numpy as np
 
 from .. import config, ir
 from ..codegen import build, interpret, python_tier
-from ..errors import (JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
-                      SizeMismatch, at_user_line, caller_frames)
+from ..errors import (KERNEL_ERRORS, JittapeError, OutOfRange, RecompileWarning, ShapeError,
+                      SignatureMismatch, SizeMismatch, at_user_line, caller_frames, located)
 from ..recording import TRACES, current_trace
 from . import fastpath
 from .capture import _checks_hold, _implicit_inputs, _reuse
@@ -43,8 +43,9 @@ CacheInfo = collections.namedtuple("CacheInfo",
 _ndarray = np.ndarray
 # what the generated module raises in its opening checks, alike as Python and compiled
 _CHECKS = (SignatureMismatch, SizeMismatch, OutOfRange)
-# the share of the time since a kernel's compile began that calls may run as Python
-# (``Variants._python_turn``)
+# the share of the time since a kernel's compile began that calls may run the generated
+# module as Python (``Variants._python_turn``); calls that run the graph on NumPy are not
+# held back
 PYTHON_SHARE = 0.25
 # arguments of more elements than this wait for the kernel: their first call as Python
 # (a statement per element and op) would take about as long as the compile
@@ -200,7 +201,12 @@ class Variants:
             out = self._call_kernel(entry, inputs)
         except SizeMismatch as err:       # the kernel checks its sizes at once: which one
             message = ir.failed_check(entry.graph, lambda k: np.shape(inputs[k]))
-            raise SizeMismatch(message or str(err)) from None
+            raise SizeMismatch(message or str(located(err, entry.graph.messages))) from None
+        except KERNEL_ERRORS as err:      # raised by its message's number
+            found = located(err, entry.graph.messages)
+            if found is err:
+                raise
+            raise found from None
         if packing is not None:
             out = packing.unpack(out)
         if not trust_guards:
@@ -273,14 +279,18 @@ class Variants:
             return bool(entry.python)
 
     def _python_turn(self, entry):
-        """Whether this call runs as Python, its kernel compiling. Numba's compiler needs
-        the GIL as much as the Python does: calls made meanwhile run as Python for at most
-        ``PYTHON_SHARE`` of the time since the compile began, and a call beyond it waits
-        (without the GIL) until it is within it, or until the kernel is ready."""
+        """Whether this call runs as Python, its kernel compiling. A run of the graph on
+        NumPy is a step of the caller's loop at NumPy's speed: it runs, sharing the GIL
+        with Numba's compiler (on one core, about half the time each). A run of the
+        generated module as Python is a hundred times slower and holds the GIL that the
+        compiler needs: such calls run for at most ``PYTHON_SHARE`` of the time since the
+        compile began, and a call beyond it waits (without the GIL) until it is within
+        it, or until the kernel is ready."""
         built = entry.built
-        wait = entry.python_time / PYTHON_SHARE - (time.perf_counter() - built.kernel.started)
-        if wait > 0:
-            build.wait(built, wait)
+        if not isinstance(entry.python, interpret.Run):
+            wait = entry.python_time / PYTHON_SHARE - (time.perf_counter() - built.kernel.started)
+            if wait > 0:
+                build.wait(built, wait)
         return build.compiling(built)
 
     def _call_python(self, entry, inputs):

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from .. import config
+from ..errors import KERNEL_ERRORS, located
 from ..codegen import build, interpret
 from .cache import Variants
 from .capture import Wrapper, _implicit_inputs, _kernel_inputs_text
@@ -129,12 +130,21 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
             fast = entry.caller.source
         consts, implicit, packing = tuple(entry.consts), entry.implicit, entry.graph.packing
 
+        messages = entry.graph.messages
+
         def flat(run):
             def call(*args):
                 inputs = list(args) + (_implicit_inputs(implicit) if implicit else [])
-                if packing is None:
-                    return run(*inputs, *consts)
-                return packing.unpack(run(*packing.pack(inputs), *consts))
+                if packing is not None:
+                    inputs = packing.pack(inputs)
+                try:
+                    out = run(*inputs, *consts)
+                except KERNEL_ERRORS as err:      # raised by its message's number
+                    found = located(err, messages)
+                    if found is err:
+                        raise
+                    raise found from None
+                return out if packing is None else packing.unpack(out)
             return call
         on_numpy = interpret.runner(entry.graph) if self.target == "cpu" else None
         return Lowered(text, entry.source, flat(run), fast, entry.graph,

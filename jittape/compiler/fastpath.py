@@ -21,7 +21,6 @@ import linecache
 import numpy as np
 
 from .. import tree
-from ..errors import SignatureMismatch, SizeMismatch
 from ..tensor import Variable
 from ..trace import RandomDraw
 
@@ -128,15 +127,17 @@ def caller(entry, args, title):
     Numba checks dtypes and ranks (it compiles nothing new for a kernel: a mismatch is a
     TypeError) and the kernel checks the rest of its signature (SignatureMismatch) and
     its sizes (SizeMismatch); any of them, or a guard that does not hold, sends the call
-    down the full path (``_call``), which raises what applies. Other argument classes go
-    to ``dispatch``, which finds their own caller.
+    down the full path (``_call``), which raises what applies. So does any other error
+    of the kernel (an index out of range, a NaN under ``check_numerics``): it raises its
+    message's number, and the full path names the op and the line
+    (``errors.located``). Other argument classes go to ``dispatch``, which finds their
+    own caller.
     """
     n = len(args)
     names = [f"a{k}" for k in range(n)]
     consts = [f"c{k}" for k in range(len(entry.consts))]
     namespace = dict(zip(consts, entry.consts), kernel=entry.kernel, pack=entry.pack,
-                     generic=dispatch, SignatureMismatch=SignatureMismatch,
-                     SizeMismatch=SizeMismatch)
+                     generic=dispatch)
     namespace.update((f"V{k}", v) for k, v in enumerate(entry.captures))
     guard, leaves, checks = [], [], {}
     for k, a in enumerate(args):
@@ -165,7 +166,7 @@ def caller(entry, args, title):
              f"    if {' and '.join(guard + ['not rest'])}:",
              "        try:",
              f"            out = {call.format(', '.join(inputs + consts))}",
-             "        except (TypeError, SignatureMismatch, SizeMismatch):",
+             "        except (TypeError, ValueError, IndexError, FloatingPointError):",
              f"            return self._call({tuple_args})"]
     if entry.guards:
         held = " and ".join(f"out[{k}]" if value else f"not out[{k}]"

@@ -87,18 +87,21 @@ class Modes:
         if self.target == "cuda":
             from ..codegen import cuda
             source, func = cuda.generate(graph, f"{self.mode} of {self.name}", __version__)
+            # the module holds the messages with the user's lines: keyed with the graph's
+            # text, lines included
+            code, messages, key = source, (), graph.text() + source
         else:
-            source, func = cpu.generate(graph, f"{self.mode} of {self.name}", __version__)
+            source, func, code, messages = cpu.generate(graph, f"{self.mode} of {self.name}",
+                                                        __version__)
+            key = code        # the code alone: programs of equal graphs share the module
         debug = os.environ.get("JITTAPE_DEBUG", "")
         if debug in ("1", "2"):                # DESIGN.md rule 8: show the IR (and the code)
             print(graph.text(), file=sys.stderr)
             if debug == "2":
                 print(source, file=sys.stderr)
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
-        # the file is named by the whole text, source lines included: two functions with
-        # equal graphs at different lines have different comments in their modules
-        # (and by the source: what codegen chose, e.g. parallel loops for large traces)
-        built = build.build(source, func, build.digest(graph.text() + source, self.target),
+        graph.messages = messages
+        built = build.build(code, func, build.digest(key, self.target),
                             _NJIT_OPTIONS if self.target == "cpu" else None)
         writes, guards = graph.writes, graph.guards
         if graph.packing is not None:      # the entry's indices: of the flattened outputs

@@ -450,8 +450,12 @@ def _nest(sizes, reads, body, read_lines):
     return lines + [pad + line for line in body]
 
 
-def _cpu_read(t, source, n, template):
-    return _checked_read(t, source, n, [f"raise OutOfRange({template!r}, {t}, {n})"])
+def _cpu_reads(ctx):
+    """``read_lines`` of ``_nest`` for the CPU: an index out of range raises its
+    message's number (``Context.message``) with the index and the size."""
+    def read(t, source, n, template):
+        return _checked_read(t, source, n, [f"raise OutOfRange({ctx.message(template)}, {t}, {n})"])
+    return read
 
 
 def _lower_getitem(ctx, node):
@@ -466,10 +470,10 @@ def _lower_getitem(ctx, node):
     before, reads, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
     lines = list(before)
     if out.ndim == 0:
-        return lines + _nest([], reads, [f"{o} = {xn}[{index}]"], _cpu_read)
+        return lines + _nest([], reads, [f"{o} = {xn}[{index}]"], _cpu_reads(ctx))
     lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
     body = [f"{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]"]
-    return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_read)
+    return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_reads(ctx))
 
 
 def _basic_index(index):
@@ -498,7 +502,7 @@ def _lower_index_add(ctx, node):
     lines += before
     src = f"{gn}[{', '.join(f'i{k}' for k in range(g.ndim))}]" if g.ndim else gn
     body = [f"{o}[{index}] += {src}"]
-    return lines + _nest([f"{gn}.shape[{k}]" for k in range(g.ndim)], reads, body, _cpu_read)
+    return lines + _nest([f"{gn}.shape[{k}]" for k in range(g.ndim)], reads, body, _cpu_reads(ctx))
 
 
 def _lower_concatenate(ctx, node):

@@ -102,7 +102,7 @@ def _cpu_check_labels(ctx, node):
     index = ", ".join(f"i{a}" for a in range(labels.ndim))
     lines += [f"{pad}{t} = {name}[{index}]" if labels.ndim else f"{pad}{t} = {name}",
               f"{pad}if {t} < 0 or {t} >= {depth}:",
-              f"{pad}    raise OutOfRange({template!r}, {t}, {depth})"]
+              f"{pad}    raise OutOfRange({ctx.message(template)}, {t}, {depth})"]
     return lines + [f"{ctx.name(out)} = {name}"]       # a view (its record: aliases)
 
 
