@@ -95,6 +95,7 @@ class Env:
         self.values = {}
         self.shape_of = shape_of
         self.sizes = {}
+        self.steps = {}           # node -> how it runs in this call (``_step``)
 
     def size(self, d):
         found = self.sizes.get(d.expr)
@@ -124,21 +125,31 @@ class Env:
             self.values[v.id] = x
 
     def run(self, nodes):
-        values = self.values
+        values, steps = self.values, self.steps
         for node in nodes:
-            prim = node.prim
-            interpret = getattr(prim, "interpret", None)
-            if interpret is not None:
-                interpret(self, node)
+            step = steps.get(node)
+            if step is None:                  # (a loop's body: prepared at its first step)
+                step = steps[node] = self._step(node)
+            impl, operands, params, out, dtype, rank = step
+            if impl is None:                  # a region, or a part of one
+                operands(self, node)
                 continue
-            args = [values[v.id] if isinstance(v, Var) else self.value(v) for v in node.inputs]
-            params = {k: p if isinstance(p, Graph) else self.param(p)
-                      for k, p in node.params.items()}
-            out = prim.impl(*args, **params)
-            dtype = node.out.dtype
-            if getattr(out, "dtype", None) != dtype:
-                out = np.asarray(out, dtype) if node.out.ndim else dtype.type(out)
-            values[node.out.id] = out
+            result = impl(*[values[x] if var else x for var, x in operands], **params)
+            if getattr(result, "dtype", None) != dtype:
+                result = np.asarray(result, dtype) if rank else dtype.type(result)
+            values[out] = result
+
+    def _step(self, node):
+        """(impl, operands as (is a Var, its id or value), parameters with this call's
+        sizes, output id, dtype, rank); (None, the record's interpret, ...) for regions."""
+        prim = node.prim
+        interpret = getattr(prim, "interpret", None)
+        if interpret is not None:
+            return None, interpret, None, None, None, None
+        operands = [(True, v.id) if isinstance(v, Var) else (False, self.value(v))
+                    for v in node.inputs]
+        params = {k: p if isinstance(p, Graph) else self.param(p) for k, p in node.params.items()}
+        return prim.impl, operands, params, node.out.id, node.out.dtype, node.out.ndim
 
     def outputs(self, node, results):
         """Region ``node``'s outputs, for its projections (``scan_output``) to read."""
