@@ -6,18 +6,19 @@ Each measurement is a fresh process with a fresh disk cache (``JITTAPE_CACHE_DIR
 every kernel compiles cold, as in a first run. It imports jittape, makes the arguments,
 then calls a compiled ``value_and_grad`` 100 times and notes when each result came back
 (from just before the first call: tracing, code generation and the first call
-included; the import not). ``jt.config.tiered`` is on (calls run the generated module
-as Python while the kernel compiles in a thread) or off (the first call waits for the
-compile). Workloads:
+included; the import not). ``jt.config.tiered`` is on (calls run the graph on NumPy
+while the kernel compiles in a thread) or off (the first call waits for the compile).
+Workloads:
 
 * ``mlp``: two tanh layers of 64 and a linear read-out, batch 128, float64.
 * ``rnn``: ``jt.scan`` over 50 steps of a tanh cell of hidden size 32 (input 8, batch
   16), the sum of squared hidden states, float64.
 
-Tiered calls run as Python for at most a share of the time since the compile began
+Calls that run the generated module as plain Python (graphs with an op that has no
+NumPy implementation) run for at most a share of the time since the compile began
 (``jittape.compiler.cache.PYTHON_SHARE``, 0.25): Numba's compiler needs the GIL too.
-``--shares 1`` also measures calls with other shares (1: every call made while the
-kernel compiles runs as Python).
+``--shares 0.5,1`` also measures calls with other shares; the graphs on NumPy of these
+workloads are not held to it.
 
 A third kind of process (``njit``) makes the first call, then compiles and calls a
 small ``@numba.njit`` function of its own: tiered on, it waits for Numba's compiler
@@ -143,7 +144,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workloads", default="mlp,rnn")
-    parser.add_argument("--shares", default="1",
+    parser.add_argument("--shares", default="",
                         help="also run tiered calls with these shares of the time that "
                              "calls may run as Python while the kernel compiles "
                              "(jittape.compiler.cache.PYTHON_SHARE; '' for none)")
@@ -169,8 +170,7 @@ def main(argv=None):
                     print(key, runs[key][-1], flush=True)
     summary = {}
     for key, results in runs.items():
-        summary[key] = {name: statistics.median(r[name] for r in results)
-                        for name in results[0]}
+        summary[key] = {name: _median([r[name] for r in results]) for name in results[0]}
     print("\nmedians of", args.repeats, "processes")
     for key, figures in summary.items():
         print(f"{key:22s}", "  ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
@@ -181,6 +181,13 @@ def main(argv=None):
                            date=time.strftime("%Y-%m-%d %H:%M:%S"), calls=CALLS,
                            medians=summary, runs=runs), f, indent=1)
             f.write("\n")
+
+
+def _median(values):
+    """The median of the values given (``switch_call`` is None in a process whose calls
+    all ran before the kernel was ready), or None."""
+    given = [v for v in values if v is not None]
+    return statistics.median(given) if given else None
 
 
 if __name__ == "__main__":

@@ -33,12 +33,12 @@
 - ``tiered`` (default True; ``JITTAPE_TIERED=0`` in the environment makes it False): a
   CPU kernel that must compile (neither run in the process already nor found in the
   disk cache) compiles in a background thread, and the calls made meanwhile run its
-  generated module as plain Python and NumPy (``f.lower(...).python``, with NumPy's
-  math and matrix products for the compiled helpers): the first call returns without
-  waiting for Numba. The first call after the compile takes the kernel. Results agree
-  within rounding; guards, variable write-back and the checks of shapes, sizes and
-  indices are the module's own, so they behave as the kernel's. Any other error on the
-  Python tier makes the call wait for the kernel and do what it does. With ``tiered =
+  graph on NumPy, node by node (``f.lower(...).numpy``; the generated module as plain
+  Python, ``f.lower(...).python``, where an op has no NumPy implementation): the first
+  call returns without waiting for Numba. The first call after the compile takes the
+  kernel. Results agree within rounding; guards, variable write-back and the checks of
+  shapes, sizes and indices are the kernel's, so they behave alike. Any other error on
+  this tier makes the call wait for the kernel and do what it does. With ``tiered =
   False`` every first call waits for its kernel (bitwise-reproducible runs); the CUDA
   target never tiers, and ``f.kernel(...)`` waits for the compile.
 - ``JITTAPE_MALLOC`` (environment, default on): where the C library is glibc, the

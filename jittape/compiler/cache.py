@@ -93,11 +93,12 @@ class _Entry:
         self.writes = list(writes)
         self.guards = list(guards)
         self.called = False
-        # the generated module run as Python while the kernel compiles in the background
-        # (tiered calls): None until the first call decides, False where it waits
+        # what runs while the kernel compiles in the background (tiered calls): the graph
+        # on NumPy (interpret.Run) or the generated module as Python; None until the
+        # first call decides, False where it waits
         self.python = None
         self.started = False          # its first call started that compile
-        self.python_time = 0.0        # seconds its calls ran as Python
+        self.python_time = 0.0        # seconds its calls ran so
         self.user_kernel = None       # what kernel() returns, made on demand
         self.caller = None            # the generated fast-path call (fastpath.caller)
         self.implicit = []
@@ -423,8 +424,8 @@ class Variants:
 
     def cache_info(self):
         """How often the function traced, compiled, loaded its kernels from the disk
-        cache, took a compiled variant (``hits``), and took a variant run as Python while
-        its kernel compiled (``python_calls``, ``config.tiered``)."""
+        cache, took a compiled variant (``hits``), and took a variant run on NumPy (or as
+        Python) while its kernel compiled (``python_calls``, ``config.tiered``)."""
         return CacheInfo(**dict(self._stats, hits=self._hits))
 
     def cache_clear(self):
