@@ -619,3 +619,14 @@ def test_jittape_debug_prints_the_graph_and_the_code(cache_dir, monkeypatch, cap
     jt.grad(lambda x: jt.sum(jt.exp(x)))(np.ones(2))
     err = capsys.readouterr().err
     assert "exp(x)" in err and "def kernel(x):" in err
+
+
+def test_concatenate_rows_follow_each_calls_sizes(cache_dir):
+    """The parts' row offsets are the call's sizes, not those traced (a regression: an
+    offset summed at generation time read a size as the number it had when traced)."""
+    f = jt.function(lambda a, b: np.concatenate([a * 1.0, b * 1.0, a * 2.0], axis=0))
+    for rows in ((2, 3), (4, 5), (1, 7)):
+        a = np.arange(2.0 * rows[0]).reshape(rows[0], 2)
+        b = np.full((rows[1], 2), 9.0)
+        np.testing.assert_array_equal(f(a, b), np.concatenate([a, b, 2 * a]))
+    assert f.cache_info().traces <= 2          # (rows of 1: another signature)

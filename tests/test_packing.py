@@ -154,3 +154,17 @@ def test_rows_returned_by_a_function_and_a_stack_of_scalars():
         value, grads = f(*args)
         assert value == pytest.approx(16.25)
         assert [float(g) for g in grads] == [3.0, 4.0, 6.0, -2.0]
+
+
+def test_rows_counted_from_the_end_of_a_value_of_any_size_stay_rows():
+    """Rows ``s[-3], s[-2], s[-1]`` of a value whose first axis is a size of the call
+    are not packed as rows of the traced size (a regression: they came back as rows 0,
+    1 and 2 of a larger value)."""
+    @jt.function
+    def last(x):
+        s = x * 2.0
+        return s[-3], s[-2], s[-1]
+    for n in (3, 5, 8):
+        x = np.arange(2.0 * n).reshape(n, 2)
+        for got, want in zip(last(x), (2 * x[-3], 2 * x[-2], 2 * x[-1])):
+            np.testing.assert_array_equal(got, want)

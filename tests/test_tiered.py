@@ -329,3 +329,22 @@ def test_stacked_weights_on_the_python_tier(gate):
     build.wait(_entry(f).built)
     _close(tiered, f(layers, x), 1e-12)
     assert f.cache_info().python_calls == 1
+
+
+def test_check_numerics_raises_on_the_tier_too(gate, monkeypatch):
+    """With check_numerics, calls made while the kernel compiles raise NumericsError as
+    the kernel does (the generated module's checks; the graph on NumPy has none)."""
+    monkeypatch.setattr(jt.config, "check_numerics", True)
+    f = jt.function(lambda x: jt.log(x) * 2.0)
+    with pytest.raises(jt.NumericsError, match="log produced NaN"):
+        f(np.array([1.0, -1.0, 2.0]))
+    assert not isinstance(_entry(f).python, interpret.Run)
+    assert f.lower(np.ones(3)).numpy is None
+
+
+def test_the_graph_on_numpy_takes_its_inputs_and_constants_only():
+    g = jt.function(lambda x: x * np.array([1.0, 2.0, 3.0]) + 1.0)
+    lowered = g.lower(np.ones(3))
+    np.testing.assert_array_equal(lowered.numpy(np.ones(3))[0], [2.0, 3.0, 4.0])
+    with pytest.raises(TypeError, match="takes 1 inputs and 1 array constants"):
+        lowered.numpy(np.ones(3), np.zeros(3))

@@ -28,8 +28,11 @@ ELEMENTS = 2 ** 27
 
 def runner(graph):
     """A function running ``graph`` as its kernel would be called, or None where a
-    node's record has no NumPy implementation or the run would be long (see
-    ``EVALUATIONS``, ``ELEMENTS``)."""
+    node's record has no NumPy implementation, the run would be long (see
+    ``EVALUATIONS``, ``ELEMENTS``) or the graph checks every value for NaN and inf
+    (``check_numerics``: the generated module's checks do that)."""
+    if graph.check_numerics:
+        return None
     evaluations, elements = _cost(graph.nodes, 1)
     if evaluations is None or evaluations > EVALUATIONS or elements > ELEMENTS:
         return None
@@ -73,6 +76,9 @@ class Run:
 
     def __call__(self, *args):
         graph = self.graph
+        if len(args) != self.count + len(self.arrays):
+            raise TypeError(f"the kernel takes {self.count} inputs and {len(self.arrays)} "
+                            f"array constants, {len(args)} values given")
         inputs = args[:self.count]
         shapes = [np.shape(a) for a in inputs]
         _check(graph, shapes)

@@ -525,8 +525,8 @@ def _lower_concatenate(ctx, node):
         for v, name in zip(node.inputs, parts):
             offset = " + ".join(([str(fixed)] if fixed or not sizes else []) + sizes)
             lines.append(f"put({o}, {offset}, {name})")
-            if isinstance(v.shape[0], int):
-                fixed += v.shape[0]
+            if not isinstance(v.shape[0], ir.Dim):      # (a Dim is an int: its value
+                fixed += v.shape[0]                      # is the traced call's only)
             else:
                 sizes.append(ctx.size(v.shape[0]))
         return lines

@@ -228,7 +228,8 @@ def _output_rows(graph):
         if row is None:
             continue
         source = node.inputs[0]
-        if isinstance(source, Var) and source.ndim and isinstance(source.shape[0], int):
+        # a literal number of rows (a Dim is an int too: its value is the traced call's)
+        if isinstance(source, Var) and source.ndim and not isinstance(source.shape[0], Dim):
             found.setdefault(source.id, (source, []))[1].append((k, row))
     rows = {}
     for source, members in found.values():
