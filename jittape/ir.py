@@ -55,7 +55,7 @@ class Dim(int):
         return self._combine("+", other, int(self) + int(other)) if isinstance(other, int) else NotImplemented
 
     def __radd__(self, other):
-        if other == 0 and not isinstance(other, Dim):
+        if type(other) is int and other == 0:       # (0.0 + n is a float, as in Python)
             return self
         return self._combine("+", other, int(other) + int(self), True) if isinstance(other, int) else NotImplemented
 
@@ -66,17 +66,17 @@ class Dim(int):
         return self._combine("-", other, int(other) - int(self), True) if isinstance(other, int) else NotImplemented
 
     def __mul__(self, other):
-        if other == 1 and not isinstance(other, Dim):
+        if type(other) is int and other == 1:       # (n * 1.0 is a float, as in Python)
             return self
         return self._combine("*", other, int(self) * int(other)) if isinstance(other, int) else NotImplemented
 
     def __rmul__(self, other):
-        if other == 1 and not isinstance(other, Dim):
+        if type(other) is int and other == 1:       # (n * 1.0 is a float, as in Python)
             return self
         return self._combine("*", other, int(other) * int(self), True) if isinstance(other, int) else NotImplemented
 
     def __floordiv__(self, other):
-        if other == 1 and not isinstance(other, Dim):
+        if type(other) is int and other == 1:       # (n // 1.0 is a float, as in Python)
             return self
         return self._combine("//", other, int(self) // int(other)) if isinstance(other, int) else NotImplemented
 

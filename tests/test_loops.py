@@ -386,3 +386,18 @@ def test_a_while_loop_that_runs_no_step_leaves_its_inputs_alone():
     np.testing.assert_array_equal(gx, np.ones(3))
     y = jt.function(lambda x: jt.while_loop(lambda c: jt.sum(c) > 10.0, lambda c: c * 2, x))(x)
     assert not np.shares_memory(y, x)
+
+
+def test_a_size_times_a_float_is_a_float_in_a_body():
+    """``n * 1.0``, ``1.0 * n``, ``0.0 + n`` and ``n // 1.0`` of a traced size are floats, as in
+    Python (a regression: they came back as the size itself, and a scan's y was int64)."""
+    def sc(x):
+        def body(c, xi):
+            n = xi.shape[0]
+            return c + xi, (n * 1.0, 1.0 * n, 0.0 + n, n // 1.0)
+        return jt.scan(body, np.zeros(x.shape[1]), x)[1]
+    x = np.ones((2, 3))
+    for ys in (jt.function(sc)(x), [y.numpy() for y in sc(jt.constant(x))]):
+        for y in ys:
+            assert y.dtype == np.float64
+            np.testing.assert_array_equal(y, [3.0, 3.0])
