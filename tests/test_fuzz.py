@@ -165,9 +165,16 @@ def _away(v, point=0.0):
     return np.all(np.abs(np.asarray(v, np.float64) - point) > AWAY)
 
 
-def _off_integers(q):
-    q = np.asarray(q, np.float64)
-    return np.all(np.abs(q - np.round(q)) > AWAY)
+def _quotient_off_integers(x, y):
+    """``x / y`` away from the integers where ``mod`` and ``floor_divide`` jump, by
+    ``AWAY`` times how fast the quotient moves with its operands (``1/|y|`` and
+    ``|x|/y**2``): near a small divisor a step of the finite differences moves it far
+    (a quotient 0.004 from 208, with a divisor of 0.02, crossed it)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    with np.errstate(all="ignore"):
+        q = x / y
+        speed = np.maximum(1.0, np.maximum(1 / np.abs(y), np.abs(x) / (y * y)))
+        return bool(np.all(np.abs(q - np.round(q)) > AWAY * speed))
 
 
 WELL_POSED = {
@@ -176,8 +183,8 @@ WELL_POSED = {
     "sign": lambda x: _away(x),
     "maximum": lambda x, y: _away(np.subtract(x, y)),
     "minimum": lambda x, y: _away(np.subtract(x, y)),
-    "mod": lambda x, y: _off_integers(np.divide(x, y)),
-    "floor_divide": lambda x, y: _off_integers(np.divide(x, y)),
+    "mod": _quotient_off_integers,
+    "floor_divide": _quotient_off_integers,
 }
 
 # Registered ops used with a generator of their own (their parameters are not axes).

@@ -97,7 +97,8 @@ class _Entry:
         # on NumPy (interpret.Run) or the generated module as Python; None until the
         # first call decides, False where it waits
         self.python = None
-        self.started = False          # its first call started that compile
+        self.requested = False        # its first call asked for that compile
+        self.started = False          # and started it
         self.python_time = 0.0        # seconds its calls ran so
         self.user_kernel = None       # what kernel() returns, made on demand
         self.caller = None            # the generated fast-path call (fastpath.caller)
@@ -223,14 +224,25 @@ class Variants:
     def _call_kernel(self, entry, inputs):
         """The kernel's outputs; its first call compiles it (or loads it from the disk).
         Tiered (``config.tiered``): while it compiles in the background, calls run the
-        generated module as Python; the first call after the compile takes the kernel."""
+        graph on NumPy (or the generated module as Python); the first call after the
+        compile takes the kernel. The first call runs before the compile starts: its
+        result does not wait for the GIL that Numba's compiler holds."""
         if entry.called:
             return _execute(entry, inputs)
-        if (config.tiered and (entry.python or entry.python is None and self._tier(entry, inputs))
-                and self._python_turn(entry)):
-            out = self._call_python(entry, inputs)
-            if out is not _MISS:
-                return out
+        if config.tiered and (entry.python or entry.python is None and self._tier(entry, inputs)):
+            if not entry.requested:
+                out = self._call_python(entry, inputs)
+                if out is not _MISS:           # (else this call compiles, as without tiers)
+                    with self._lock:
+                        if not entry.requested:
+                            entry.requested = True
+                            entry.started = build.compile_in_background(
+                                entry.built, inputs + list(entry.consts))
+                    return out
+            elif self._python_turn(entry):
+                out = self._call_python(entry, inputs)
+                if out is not _MISS:
+                    return out
         with self._lock:               # the first call compiles (or loads) the kernel
             if entry.called:           # another thread did it while this one waited
                 self._hits += 1
@@ -253,7 +265,7 @@ class Variants:
 
     def _tier(self, entry, inputs):
         """At the first call of ``entry``'s kernel: whether calls run its graph on NumPy
-        while the kernel compiles in the background (started here). Not for CUDA, nor
+        while the kernel compiles in the background (``_call_kernel`` starts it). Not for CUDA, nor
         for a kernel that has run in the process or that the disk cache holds (loading
         is quick). The graph runs node by node with the ops' NumPy implementations
         (``codegen.interpret``) unless its run would be long; a graph with records that
@@ -273,9 +285,7 @@ class Variants:
                                           python_tier.python_globals(), "kernel")
                     except Exception:         # (then the kernel's compile says what)
                         return False
-                if python is not None:
-                    entry.started = build.compile_in_background(
-                        entry.built, inputs + list(entry.consts))
+                if python is not None:       # (the compile starts after its first run)
                     entry.python = python
             return bool(entry.python)
 
