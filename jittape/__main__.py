@@ -200,9 +200,12 @@ def fit(steps=400, lr=0.02):
     h = np.tanh(h @ params["W2"] + params["b2"])
     accuracy = float(np.mean(np.argmax(h @ params["W3"] + params["b3"], axis=1) == labels))
     info = step_fn.cache_info()
-    print(f"{steps} steps in {elapsed:.2f} s (the first call traced it and compiled it or loaded it from the disk cache); "
+    print(f"{steps} steps in {elapsed:.2f} s (the first call traced it; the kernel compiled "
+          "in the background, or came from the disk cache); "
           f"final loss {losses[-1]:.4f}, training accuracy {accuracy:.1%}")
-    print(f"cache: {info.traces} trace, {info.compiles} compile, {info.hits} hits")
+    print(f"cache: {info.traces} trace, {info.compiles} compile, {info.disk_hits} loaded from "
+          f"disk; {info.python_calls} steps ran on NumPy while the kernel compiled, "
+          f"{info.hits} on the kernel")
     return losses, accuracy
 
 

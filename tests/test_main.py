@@ -26,7 +26,8 @@ def test_demo_runs_and_prints_the_seed_results(tmp_path):
     # the fit: a progress bar with the loss, one trace and compile, the loss going down
     losses = [float(v) for v in re.findall(r"step +\d+/400  loss (\S+)", out)]
     assert len(losses) == 10 and losses[-1] < losses[0] / 5
-    assert "cache: 1 trace, 1 compile, 399 hits" in out
+    assert "cache: 1 trace, 1 compile, 0 loaded from disk; 0 steps ran on NumPy while the " \
+           "kernel compiled, 399 on the kernel" in out        # (the suite runs untiered)
     accuracy = float(re.search(r"training accuracy (\S+)%", out).group(1))
     assert accuracy > 90
     # the table: eager and compiled time per step for each workload
