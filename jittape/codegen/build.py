@@ -74,8 +74,9 @@ class _Kernel:
     """A kernel of the process-wide table: what every compiled function of its graph
     shares."""
 
-    def __init__(self, dispatcher, path, cached, from_disk):
+    def __init__(self, dispatcher, path, cached, from_disk, parts=()):
         self.dispatcher = dispatcher
+        self.parts = parts              # a kernel in parts: their dispatchers (Python calls them)
         self.path = path
         self.cached = cached            # compiled with Numba's cache=True
         self.from_disk = from_disk      # the module file was already in the cache
@@ -155,7 +156,9 @@ def build(source, func_name, key, njit_options):
     """The kernel of ``source`` (a module defining ``func_name``; ``key``: its digest),
     from the process's table, the disk cache, or built now. With ``njit_options`` None
     the function is returned as it is (the CUDA target's driver, whose kernels the
-    module compiles with ``cuda.jit(cache=True)``)."""
+    module compiles with ``cuda.jit(cache=True)``). A module that names ``PARTS``
+    (a large graph, ``codegen.cpu``) has each of those functions compiled on its own
+    and its ``func_name`` left as the Python that calls them (the kernel's ``parts``)."""
     root = config.cache_dir()
     kernel = _TABLE.get((root, key))
     if kernel is not None:
@@ -235,6 +238,17 @@ def _build(root, source, func_name, key, njit_options):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
+    parts = getattr(module, "PARTS", None)
+    if parts:        # a large graph: parts compiled each on its own, called by Python
+        cached, dispatchers = store is not None, []
+        for name in parts:
+            part, part_cached = _dispatcher(getattr(module, name), options, cache=cached)
+            setattr(module, name, part)
+            dispatchers.append(part)
+            if part_cached:
+                guard.install(part, lean=from_disk)
+            cached = cached and part_cached
+        return _Kernel(func, path, cached, from_disk, tuple(dispatchers))
     dispatcher, cached = _dispatcher(func, options, cache=store is not None)
     if cached:
         guard.install(dispatcher, lean=from_disk)
@@ -657,36 +671,52 @@ def first_call(built, args):
     """
     kernel = built.kernel
     if kernel.called:
-        return call_shared(kernel.dispatcher, args), False
+        return call_shared(kernel.dispatcher, args, kernel.parts), False
     with kernel.lock:
         if kernel.called:                  # another thread's first call ran meanwhile
-            return call_shared(kernel.dispatcher, args), False
+            return call_shared(kernel.dispatcher, args, kernel.parts), False
         disp = kernel.dispatcher
         result = disp(*args)
         if hasattr(disp, "disable_compile"):
             disp.disable_compile()
             stats = getattr(disp, "stats", None)
             compiled = not (stats and sum(stats.cache_hits.values()))
+        elif kernel.parts:                 # a kernel in parts: each compiled or loaded
+            compiled = _parts_done(kernel)
         else:                              # a CUDA driver: its kernels cache themselves
             compiled = not kernel.from_disk
         kernel.called = True
     return result, compiled
 
 
-def call_shared(disp, args):
-    """Call a dispatcher whose compiling is disabled; a new memory layout of the
-    arguments (non-contiguous arrays) compiles a specialization."""
+def _parts_done(kernel):
+    """After a kernel in parts ran the first time: its parts compile nothing more (other
+    types are other signatures); whether any of them compiled (not loaded)."""
+    compiled = False
+    for part in kernel.parts:
+        part.disable_compile()
+        stats = getattr(part, "stats", None)
+        compiled = compiled or not (stats and sum(stats.cache_hits.values()))
+    return compiled
+
+
+def call_shared(disp, args, parts=()):
+    """Call a dispatcher whose compiling is disabled (or a kernel in ``parts``); a new
+    memory layout of the arguments (non-contiguous arrays) compiles a specialization."""
     try:
         return disp(*args)
     except TypeError:
-        if not hasattr(disp, "disable_compile"):
+        compilers = [disp] if hasattr(disp, "disable_compile") else list(parts)
+        if not compilers:
             raise
         with LAYOUT_LOCK:
-            disp.disable_compile(False)
+            for c in compilers:
+                c.disable_compile(False)
             try:
                 return disp(*args)
             finally:
-                disp.disable_compile()
+                for c in compilers:
+                    c.disable_compile()
 
 
 # -- the kernel compiled in the background (tiered calls) -----------------------------------
@@ -732,7 +762,8 @@ def compile_in_background(built, args):
             return False
         disp = kernel.dispatcher
         try:                       # typed here, as the dispatcher types a call
-            argtypes = tuple(disp.typeof_pyval(a) for a in args)
+            argtypes = (tuple(disp.typeof_pyval(a) for a in args) if not kernel.parts
+                        else tuple(args))      # (a kernel in parts: run once on them)
         except Exception:          # (the first call raises it, compiling as ever)
             return False
         thread = threading.Thread(target=_compile_in_background, args=(kernel, argtypes),
@@ -752,6 +783,11 @@ def _compile_in_background(kernel, argtypes):
             if kernel.called:
                 return
             disp = kernel.dispatcher
+            if kernel.parts:              # Python calling its parts: a run compiles them
+                disp(*argtypes)
+                kernel.background_compiled = _parts_done(kernel)
+                kernel.called = True
+                return
             init = getattr(disp, "_compilation_chain_init_hook", None)
             if init is not None:          # (Numba's own calls run it before a compile)
                 init()

@@ -9,6 +9,7 @@ rank 0 are plain scalars. float32 graphs use float32 constants; there is no fast
 flag, so NaN and inf behave as in NumPy (``error_model="numpy"``: 1/0 gives inf).
 """
 
+import ast
 import collections
 import re
 
@@ -166,7 +167,10 @@ def generate(graph, name, version):
     array constants, and returns a tuple of results: the convention of ``f.kernel()``.
     A graph with a jacobian loop (``control.jacobian_rows``) is emitted in three parts:
     what the loop reads, the loop over the target's elements (one reverse sweep each,
-    writing one row of each jacobian), and what reads the rows.
+    writing one row of each jacobian), and what reads the rows. A graph of more than
+    ``PART_NODES`` nodes is emitted as functions ``part0``, ``part1``, ... (named in the
+    module's ``PARTS``: ``build`` compiles each on its own) and a ``kernel`` of plain
+    Python that opens with the checks and calls them in turn.
     """
     ctx = Context(graph)
     args = [names.input_name(k) for k in range(len(graph.inputs))]
@@ -183,8 +187,15 @@ def generate(graph, name, version):
                 body += [f"if not np.isfinite({a}){'.all()' if v.ndim else ''}:",
                          f"    raise NumericsError({code})"]
     outputs = {v.id for v in graph.outputs if isinstance(v, Var)}
+    parts = []
     if region_of(graph) is None:
-        body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
+        chunks = _chunks(graph.nodes)
+        if len(chunks) == 1:
+            body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
+        else:            # parts compiled each on its own, called in turn (see _parts)
+            for j, chunk in enumerate(chunks):
+                later = outputs | _reads([n for c in chunks[j + 1:] for n in c])
+                parts.append(_emit(ctx, graph, chunk, later, reuse_buffers=True))
     else:
         loop = Loop(graph)
         body += _emit(ctx, graph, loop.before, outputs | loop.reads_later(), reuse_buffers=False)
@@ -203,7 +214,12 @@ def generate(graph, name, version):
         body += _emit(ctx, graph, loop.after, outputs, reuse_buffers=False)
     outs = [(f"{ctx.name(v)}.copy()" if _aliases_argument(ctx, v) else ctx.name(v))
             if isinstance(v, Var) else names.literal_code(v, np.int64) for v in graph.outputs]
-    body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    result = f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+    if parts:
+        functions, calls = _parts(parts, args + _size_names(body), result)
+        body += calls
+        lines = functions + lines
+    body.append(result)
     lines.extend("    " + line for line in body)
     digest = ir._const_digest(np.frombuffer(graph.key_text().encode(), np.uint8))
     source = IMPORTS
@@ -212,10 +228,112 @@ def generate(graph, name, version):
                    + "".join(f"link({helper}, {key!r})\n" for helper, key in ctx.links) + "\n")
     if any("numba.prange(" in line for line in lines):
         source += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}   # njit(parallel=...): the prange loops only\n\n"
+    if parts:
+        source += (f"PARTS = {tuple(f'part{j}' for j in range(len(parts)))!r}   # compiled "
+                   "each on its own; kernel() is Python that calls them\n\n")
     source += "\n".join(lines) + "\n"
     readable = HEADER.format(version=version, name=name, digest=digest) + _explained(source, ctx)
     return Module(names.readable(readable, graph), "kernel", names.code_only(source),
                   tuple(ctx.messages))
+
+
+# A graph of more nodes than this (a region's body counted with it) is generated as
+# parts, each compiled on its own: Numba's compile of one function grows faster than its
+# size (a straight-line MLP of 32 layers of different widths took 10.7 s, of 128 layers
+# 111 s and 1.5 GB), each part's stays bounded.
+PART_NODES = 160
+
+
+def _chunks(nodes):
+    """``nodes`` in runs of at most about ``PART_NODES`` (one run when they are fewer)."""
+    chunks, current, weight = [], [], 0
+    for node in nodes:
+        size = 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
+        if current and weight + size > PART_NODES:
+            chunks.append(current)
+            current, weight = [], 0
+        current.append(node)
+        weight += size
+    return chunks + [current] if current else chunks
+
+
+def _size_names(lines):
+    """The names that the lines (the kernel's opening: shapes read, checks) assign."""
+    return sorted(_events(ast.parse("\n".join(lines)).body)[1]) if lines else []
+
+
+def _parts(parts, given, result):
+    """(source lines of the functions ``part0``, ``part1``, ..., the kernel's lines
+    calling them in turn) for the lines of each part. A part's parameters are the names
+    it reads before it assigns them that the kernel's arguments, the sizes it read on
+    entry or an earlier part define; it returns what later parts and the kernel's
+    ``result`` read of what it assigns. Numba compiles each part on its own
+    (``build``), and the kernel that calls them is Python."""
+    parsed = [ast.parse("\n".join(lines)).body for lines in parts]
+    events = [_events(stmts) for stmts in parsed]
+    defined = set(given)
+    params = []
+    for first_loads, stores in events:
+        params.append(sorted(n for n in first_loads if n in defined))
+        defined |= stores
+    needed = set(_events(ast.parse(result).body)[0])
+    returns = [None] * len(parts)
+    for j in range(len(parts) - 1, -1, -1):
+        returns[j] = sorted(events[j][1] & needed)
+        needed = (needed - events[j][1]) | set(params[j])
+    functions, calls = [], []
+    for j, lines in enumerate(parts):
+        out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
+        functions.append(f"def part{j}({', '.join(params[j])}):")
+        functions += ["    " + line for line in lines]
+        functions += [f"    return ({out})", ""]
+        call = f"part{j}({', '.join(params[j])})"
+        calls.append(f"{out} = {call}" if returns[j] else call)
+    return functions, calls
+
+
+def _events(stmts):
+    """(names whose first use in ``stmts``, in the order they run, reads them; names
+    they assign)."""
+    first, stores = {}, set()
+
+    def load(node):
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                first.setdefault(n.id, "load")
+
+    def store(target):
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                first.setdefault(n.id, "store")
+                stores.add(n.id)
+            elif isinstance(n, ast.Name):
+                first.setdefault(n.id, "load")
+
+    def visit(body):
+        for st in body:
+            if isinstance(st, ast.Assign):
+                load(st.value)
+                for t in st.targets:
+                    store(t)
+            elif isinstance(st, ast.AugAssign):
+                load(st.target if not isinstance(st.target, ast.Name) else
+                     ast.Name(st.target.id, ast.Load()))
+                load(st.value)
+                store(st.target)
+            elif isinstance(st, ast.For):
+                load(st.iter)
+                store(st.target)
+                visit(st.body)
+                visit(st.orelse)
+            elif isinstance(st, (ast.If, ast.While)):
+                load(st.test)
+                visit(st.body)
+                visit(st.orelse)
+            else:
+                load(st)
+    visit(stmts)
+    return {n for n, what in first.items() if what == "load"}, stores
 
 
 _RAISE = re.compile(r"^(\s*raise \w+\((\d+)\b.*)$", re.M)
@@ -340,7 +458,7 @@ def _emit(ctx, graph, nodes, live_out, reuse_buffers):
     order = schedule(nodes, live_out)
     if not ctx.check_numerics:                 # (its checks read whole arrays after loops)
         order = nest(order, lambda group, open_nest: _nests(ctx, group, open_nest), live_out)
-    reuse = plan_buffers(graph, order, materialized(order)) if reuse_buffers else {}
+    reuse = plan_buffers(graph, order, materialized(order), live=live_out) if reuse_buffers else {}
     body = []
     for item in order:
         if isinstance(item, Nest):

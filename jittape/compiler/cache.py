@@ -252,7 +252,8 @@ class Variants:
             out, compiled = build.first_call(entry.built, inputs + list(entry.consts))
             entry.kernel = entry.built.dispatcher
             if self.target == "cpu":
-                entry.kernel.disable_compile()     # other types: other signatures
+                if hasattr(entry.kernel, "disable_compile"):   # (a kernel in parts: Python)
+                    entry.kernel.disable_compile()     # other types: other signatures
                 compiled = compiled or (entry.started and entry.built.kernel.background_compiled)
             else:       # the kernels compile at their first launch, from Numba's
                 compiled = compiled and not entry.built.from_disk   # cache if it has them
@@ -450,7 +451,8 @@ class Variants:
 def _execute(entry, inputs):
     """Call an entry's kernel on arguments of its signature; Numba compiles a new
     specialization only for a new memory layout (non-contiguous arrays)."""
-    return build.call_shared(entry.kernel, list(inputs) + list(entry.consts))
+    return build.call_shared(entry.kernel, list(inputs) + list(entry.consts),
+                             entry.built.kernel.parts)
 
 
 def _inputs(leaves, kinds):

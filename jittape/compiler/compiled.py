@@ -164,12 +164,18 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         returns a tuple: ``(value, grad_0, ...)`` for value_and_grad, ``(grad_0, ...)``
         for grad, the flattened results for function; then the new values of assigned
         variables and the branch conditions (see ``lower().graph``). Graph constants that
-        are arrays are bound into it.
+        are arrays are bound into it. A graph large enough to be compiled in parts (its
+        module says ``PARTS``) gives a Python function of the same convention instead,
+        which calls the parts' dispatchers: not callable from njit code.
         """
         entry = self._entry_for(args)
         build.wait(entry.built)            # a compile in the background: its result
         if self.target == "cuda":          # the host driver that launches the kernels
             return entry.built.dispatcher
+        if entry.built.kernel.parts:       # Python calling the parts
+            if entry.user_kernel is None:
+                entry.user_kernel = _in_parts(entry)
+            return entry.user_kernel
         if entry.user_kernel is None:
             # a dispatcher of its own, free to compile for the caller's array layouts
             inner = build.new_dispatcher(entry.built)
@@ -180,6 +186,18 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
 
     def __repr__(self):
         return f"<jittape compiled {self.mode} of {self.name}>"
+
+
+def _in_parts(entry):
+    """``kernel()`` of a kernel in parts: Python taking the flattened inputs (stacked
+    where the kernel takes them so) and returning the flattened outputs."""
+    kernel, consts, packing = entry.built.kernel, list(entry.consts), entry.graph.packing
+
+    def call(*args):
+        inputs = list(args) if packing is None else packing.pack(list(args))
+        out = build.call_shared(kernel.dispatcher, inputs + consts, kernel.parts)
+        return out if packing is None else packing.unpack(out)
+    return call
 
 
 def _flat_kernel(entry, inner):

@@ -26,11 +26,12 @@ def materialized(order, shared=lambda prim: False):
     return out
 
 
-def plan_buffers(graph, order, materialized, backend="cpu"):
+def plan_buffers(graph, order, materialized, backend="cpu", live=()):
     """{var id: var id of the earlier array whose buffer it takes over}.
 
     ``materialized`` is the set of var ids that the generated code allocates as new
-    arrays (group outputs and reductions kept as arrays).
+    arrays (group outputs and reductions kept as arrays); ``live``, the ids of values
+    read after ``order`` (by a later part of the kernel), whose buffers stay theirs.
     """
     last_use = {}
     for pos, item in enumerate(order):
@@ -44,6 +45,7 @@ def plan_buffers(graph, order, materialized, backend="cpu"):
                 root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
     pinned = {v.id for v in graph.inputs} | {c.var.id for c in graph.consts}
     pinned |= {root.get(v.id, v.id) for v in graph.outputs if isinstance(v, Var)}
+    pinned |= {root.get(i, i) for i in live}
     # a buffer stays live until the last use of any value living in it
     buffer_end = {}
     for vid, pos in last_use.items():
