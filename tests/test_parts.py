@@ -126,3 +126,35 @@ def test_tiered_calls_then_the_parts(monkeypatch):
     _close(f(layers, x), first, rtol=1e-10)
     info = f.cache_info()
     assert info.python_calls == 1 and info.compiles == 1
+
+
+def test_a_float32_scalar_stays_float32_from_part_to_part(monkeypatch):
+    """A 0-d value passed between parts keeps its type (a regression: Python received a
+    float32 scalar as a float, and the next part computed in float64)."""
+    monkeypatch.setattr(cpu, "PART_NODES", 1)
+
+    def cancel(x):
+        s = np.sum(x)                                     # float32: 1.0
+        return (s + np.float32(1e8)) - np.float32(1e8)    # float32 rounds it away: 0.0
+    f = jt.function(cancel)
+    x = np.array([0.25, 0.75, 0.0], np.float32)
+    assert "np.float32(" in f.lower(x).source and "PARTS" in f.lower(x).source
+    got = f(x)
+    assert got.dtype == np.float32 and got == cancel(x) == np.float32(0.0)
+
+
+def test_kernel_of_a_kernel_in_parts_compiles_into_dispatchers_of_its_own():
+    """``kernel()`` called with other dtypes compiles its own parts: the compiled
+    function's float32 call still takes a float32 variant (a regression: it came back
+    float64 from the float64 kernel's parts)."""
+    def g(x):
+        s = jt.sum(jt.sin(x) * 2.0)
+        return jt.sum(jt.exp(x * s)) / 3.0 + jt.sum(jt.cos(x) ** 2) * jt.sum(x)
+    x = np.array([0.25, 0.75, 0.5])
+    f = jt.value_and_grad(g)
+    f(x)
+    assert "PARTS" in f.lower(x).source
+    f.kernel(x)(x.astype(np.float32))
+    value, grad = f(x.astype(np.float32))
+    assert value.dtype == np.float32 and grad.dtype == np.float32
+    assert f.cache_info().traces == 2

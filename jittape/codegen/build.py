@@ -267,12 +267,23 @@ def _dispatcher(func, options, cache):
 
 def new_dispatcher(built):
     """A dispatcher of its own for ``built``'s kernel (free to compile for other
-    argument types), reading the disk cache through the same checks."""
+    argument types), reading the disk cache through the same checks. For a kernel in
+    parts: the Python that calls them, calling dispatchers of its own."""
     kernel = built.kernel
-    disp = kernel.dispatcher
+    if kernel.parts:
+        own = {part.py_func.__name__: _own_dispatcher(part, kernel.cached)
+               for part in kernel.parts}
+        driver = kernel.dispatcher
+        return types.FunctionType(driver.__code__, dict(driver.__globals__, **own),
+                                  driver.__name__)
+    return _own_dispatcher(kernel.dispatcher, kernel.cached)
+
+
+def _own_dispatcher(disp, cached):
+    """A new dispatcher of ``disp``'s function and options, with its disk cache."""
     options = {k: v for k, v in disp.targetoptions.items()
                if k not in ("cache", "nopython")}   # (njit sets nopython itself)
-    copy, cached = _dispatcher(disp.py_func, options, cache=kernel.cached)
+    copy, cached = _dispatcher(disp.py_func, options, cache=cached)
     guard = getattr(getattr(disp, "_cache", None), "_jittape_guard", None)
     if cached and guard is not None:
         guard.install(copy, lean=False)

@@ -216,7 +216,7 @@ def generate(graph, name, version):
             if isinstance(v, Var) else names.literal_code(v, np.int64) for v in graph.outputs]
     result = f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
     if parts:
-        functions, calls = _parts(parts, args + _size_names(body), result)
+        functions, calls = _parts(parts, args + _size_names(body), result, _narrow_scalars(graph))
         body += calls
         lines = functions + lines
     body.append(result)
@@ -262,13 +262,31 @@ def _size_names(lines):
     return sorted(_events(ast.parse("\n".join(lines)).body)[1]) if lines else []
 
 
-def _parts(parts, given, result):
+def _narrow_scalars(graph):
+    """{name in the code: dtype} of the graph's 0-d values of a type that Python's own
+    numbers would widen (float32, int32, uint8, complex64, ...), region outputs too:
+    a part returns such a value to Python as an int, float or complex, and the next
+    part must get it back in its type."""
+    wide = {np.dtype(t) for t in (np.float64, np.int64, np.bool_, np.complex128)}
+    found = {}
+    for node in graph.all_nodes():
+        if node.out.ndim == 0 and node.out.dtype not in wide:
+            found[names.value_name(node.out)] = node.out.dtype
+        for name in node.prim.regions:
+            for j, v in enumerate(node.params[name].outputs):
+                if isinstance(v, Var) and v.ndim == 0 and v.dtype not in wide:
+                    found[f"{names.value_name(node.out)}_{j}"] = v.dtype
+    return found
+
+
+def _parts(parts, given, result, narrow=None):
     """(source lines of the functions ``part0``, ``part1``, ..., the kernel's lines
     calling them in turn) for the lines of each part. A part's parameters are the names
     it reads before it assigns them that the kernel's arguments, the sizes it read on
     entry or an earlier part define; it returns what later parts and the kernel's
     ``result`` read of what it assigns. Numba compiles each part on its own
-    (``build``), and the kernel that calls them is Python."""
+    (``build``), and the kernel that calls them is Python: 0-d values of ``narrow``
+    types ({name: dtype}) are made that type again after the call that returns them."""
     parsed = [ast.parse("\n".join(lines)).body for lines in parts]
     events = [_events(stmts) for stmts in parsed]
     defined = set(given)
@@ -289,6 +307,8 @@ def _parts(parts, given, result):
         functions += [f"    return ({out})", ""]
         call = f"part{j}({', '.join(params[j])})"
         calls.append(f"{out} = {call}" if returns[j] else call)
+        calls += [f"{n} = {names.dtype_code(narrow[n])}({n})   # (back to its type)"
+                  for n in returns[j] if narrow and n in narrow]
     return functions, calls
 
 

@@ -190,12 +190,14 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
 
 def _in_parts(entry):
     """``kernel()`` of a kernel in parts: Python taking the flattened inputs (stacked
-    where the kernel takes them so) and returning the flattened outputs."""
-    kernel, consts, packing = entry.built.kernel, list(entry.consts), entry.graph.packing
+    where the kernel takes them so) and returning the flattened outputs, calling
+    dispatchers of its own (free to compile for the caller's types and layouts, as a
+    kernel's own ``kernel()`` is: the compiled function's parts compile nothing new)."""
+    inner, consts, packing = build.new_dispatcher(entry.built), list(entry.consts), entry.graph.packing
 
     def call(*args):
         inputs = list(args) if packing is None else packing.pack(list(args))
-        out = build.call_shared(kernel.dispatcher, inputs + consts, kernel.parts)
+        out = inner(*inputs, *consts)
         return out if packing is None else packing.unpack(out)
     return call
 
