@@ -630,3 +630,19 @@ def test_concatenate_rows_follow_each_calls_sizes(cache_dir):
         b = np.full((rows[1], 2), 9.0)
         np.testing.assert_array_equal(f(a, b), np.concatenate([a, b, 2 * a]))
     assert f.cache_info().traces <= 2          # (rows of 1: another signature)
+
+
+def test_narrow_integers_wrap_as_numpy_does(cache_dir):
+    """uint8 and int32 arithmetic wraps at its own width, as NumPy's (a regression: the
+    kernel computed them in 64 bits, 2**64 - 1 for a uint8 0 - 1)."""
+    def g(x):
+        d = x[0] * 2 - np.uint8(1)                   # uint8: 255
+        return d.astype(np.float64) + 0.5
+
+    def h(i):
+        return (i[0] * np.int32(40000) * np.int32(2)).astype(np.float64)
+
+    with np.errstate(all="ignore"):
+        for fn, arg in ((g, np.array([0, 7, 200], np.uint8)),
+                        (h, np.array([70000, 3], np.int32))):
+            assert jt.function(fn)(arg) == fn(arg)

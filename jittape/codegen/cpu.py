@@ -617,6 +617,9 @@ def _group(ctx, group, gid, reuse, nest_=None):
             expr = template.format(*ops, dtype=n.out.dtype.name, f=names.helper_suffix(n.out.dtype))
             if all(v.dtype == n.out.dtype for v in n.var_inputs()):
                 expr = mathlib.vector_code(expr, n.out.dtype)      # SIMD-friendly exp, log, ...
+            if n.out.dtype.kind in "iu" and n.out.dtype.itemsize < 8:
+                # Numba computes narrow integers in 64 bits: wrapped to the dtype, as NumPy
+                expr = f"{names.dtype_code(n.out.dtype)}({expr})"
             t = names.temp_name(n.out)
             out.append(f"{indent}{t} = {expr}")
             out += ctx.finite_check(n, t, 0, indent)
