@@ -4,6 +4,7 @@ Every error jittape raises about the user's program says which operation failed,
 with which shapes or dtypes, and where in the user's code (file:line).
 """
 
+import contextlib
 import linecache
 import os
 import sys
@@ -188,6 +189,19 @@ def call_text(frame):
 # (``codegen/build.py`` keys modules by their code). The compiled function turns it back
 # into the error of that message.
 KERNEL_ERRORS = (IndexError, ValueError, FloatingPointError)
+
+
+@contextlib.contextmanager
+def kernel_messages(messages):
+    """Raise a kernel's coded error (``KERNEL_ERRORS``) as the error of its message
+    (``located``); other errors pass as they are."""
+    try:
+        yield
+    except KERNEL_ERRORS as err:
+        found = located(err, messages)
+        if found is err:
+            raise
+        raise found from None
 
 
 def located(err, messages):

@@ -29,8 +29,8 @@ import numpy as np
 
 from .. import config, ir
 from ..codegen import build, interpret, python_tier
-from ..errors import (KERNEL_ERRORS, JittapeError, OutOfRange, RecompileWarning, ShapeError,
-                      SignatureMismatch, SizeMismatch, at_user_line, caller_frames, located)
+from ..errors import (JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
+                      SizeMismatch, at_user_line, caller_frames, kernel_messages)
 from ..recording import TRACES, current_trace
 from . import fastpath
 from .capture import _checks_hold, _implicit_inputs, _reuse
@@ -200,15 +200,11 @@ class Variants:
         if packing is not None:           # inputs the kernel takes stacked
             inputs = packing.pack(inputs)
         try:
-            out = self._call_kernel(entry, inputs)
+            with kernel_messages(entry.graph.messages):     # raised by their numbers
+                out = self._call_kernel(entry, inputs)
         except SizeMismatch as err:       # the kernel checks its sizes at once: which one
             message = ir.failed_check(entry.graph, lambda k: np.shape(inputs[k]))
-            raise SizeMismatch(message or str(located(err, entry.graph.messages))) from None
-        except KERNEL_ERRORS as err:      # raised by its message's number
-            found = located(err, entry.graph.messages)
-            if found is err:
-                raise
-            raise found from None
+            raise SizeMismatch(message or str(err)) from None
         if packing is not None:
             out = packing.unpack(out)
         if not trust_guards:

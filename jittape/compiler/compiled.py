@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from .. import config
-from ..errors import KERNEL_ERRORS, located
+from ..errors import kernel_messages
 from ..codegen import build, interpret
 from .cache import Variants
 from .capture import Wrapper, _implicit_inputs, _kernel_inputs_text
@@ -137,13 +137,8 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
                 inputs = list(args) + (_implicit_inputs(implicit) if implicit else [])
                 if packing is not None:
                     inputs = packing.pack(inputs)
-                try:
+                with kernel_messages(messages):   # raised by its message's number
                     out = run(*inputs, *consts)
-                except KERNEL_ERRORS as err:      # raised by its message's number
-                    found = located(err, messages)
-                    if found is err:
-                        raise
-                    raise found from None
                 return out if packing is None else packing.unpack(out)
             return call
         on_numpy = interpret.runner(entry.graph) if self.target == "cpu" else None
