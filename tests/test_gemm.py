@@ -110,14 +110,64 @@ def test_matmul2d_small_and_large_products_and_misaligned_shapes():
         matmul2d(np.ones((2, 3)), np.ones((4, 2)))
 
 
+SMALL_SHAPES = [(1, 1, 8), (4, 32, 32), (8, 32, 32), (8, 16, 32), (32, 8, 32), (13, 5, 19),
+                (7, 256, 16), (100, 3, 40), (2, 40, 8)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("shape", SMALL_SHAPES, ids=["x".join(map(str, s)) for s in SMALL_SHAPES])
+def test_small_products_are_the_packed_products_bits_in_every_layout(shape, dtype):
+    """``_gemm_small`` reads b in place and tiles the last rows without padding: each
+    element is the same sum in the same order as ``_gemm``'s, so the same bits."""
+    m, k, n = shape
+    rng = np.random.default_rng(m * 100 + k + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    want = gemm._gemm(a, b)
+    for name, x, y in _layouts(a, b):
+        got = gemm._gemm_small(x, y)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert got.flags.c_contiguous and got.dtype == dtype, name
+    _check(a, b, want)
+
+
+def test_small_products_of_empty_operands():
+    for m, k, n in [(0, 3, 8), (3, 0, 8), (3, 4, 0)]:
+        got = gemm._gemm_small(np.ones((m, k)), np.ones((k, n)))
+        assert got.shape == (m, n) and not got.any()
+
+
+def test_products_pick_the_small_path_where_b_is_small():
+    """The RNN's step products (8 x 32 @ 32 x 32 and its gradients) take the unpacked
+    path; it gives what BLAS gives within rounding, fewer rows than a tile included."""
+    @numba.njit
+    def call(a, b):
+        return gemm.product(a, b, False)
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((32, 32))
+    for a, b in [(rng.standard_normal((8, 32)), w), (rng.standard_normal((8, 32)), w.T),
+                 (rng.standard_normal((32, 8)).T.copy().T, rng.standard_normal((8, 32))),
+                 (rng.standard_normal((3, 32)), w)]:
+        assert a.shape[1] <= gemm.KC and b.size <= gemm.IN_PLACE
+        np.testing.assert_array_equal(call(a, b), gemm._gemm_small(a, b))
+        np.testing.assert_allclose(call(a, b), a @ b, rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("bits", [32, 64])
 @pytest.mark.parametrize("fma", [True, False])
 def test_the_tile_ir_is_valid_and_vector_wide(bits, fma):
-    text = gemm.tile_ir(bits, fma=fma)
-    binding.parse_assembly(text).verify()
     lanes = gemm.LANES[bits]
-    assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
-    assert ("@llvm.fma" in text.split("declare")[0]) == fma
+    for rows in range(1, gemm.MR + 1):
+        text = gemm.tile_ir(bits, fma=fma, rows=rows)
+        binding.parse_assembly(text).verify()
+        assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
+        assert ("@llvm.fma" in text.split("declare")[0]) == fma
+        # one accumulator a register of the tile: rows x two halves of NR
+        assert text.count("= phi <") == 3 * 2 * rows
+    tiles = gemm.tiles_ir(bits)
+    binding.parse_assembly(tiles).verify()
+    assert all(f"@{gemm.tile_symbol(bits, rows)}(" in tiles for rows in range(1, gemm.MR + 1))
 
 
 @pytest.mark.parametrize("bits", [32, 64])

@@ -60,24 +60,26 @@ KC = 256                               # inner-dimension steps per packed block
 MC = 96                                # rows of a per packed block (a multiple of MR)
 NC = 4096                              # columns of b per packed block
 SMALL = 2048                           # products of fewer multiply-adds: a plain loop
+IN_PLACE = 16384                       # b of at most this many elements: read unpacked
 PARALLEL = 1 << 20                     # products of more multiply-adds: on Numba's threads
 
 
-def tile_ir(bits, fma=HAS_FMA):
-    """LLVM IR of ``void jittape_gemm_tile_f<bits>(i64 k, ptr a, i64 lda, i64 step,
-    ptr b, ptr c, i64 ldc, i64 fresh)``:
+def tile_ir(bits, fma=HAS_FMA, rows=MR):
+    """LLVM IR of ``void jittape_gemm_tile_f<bits>_r<rows>(i64 k, ptr a, i64 lda,
+    i64 step, ptr b, i64 ldb, ptr c, i64 ldc, i64 fresh)``:
     ``c[r * ldc + j] = (0 if fresh else c[r * ldc + j]) + sum(a[r * lda + p * step] *
-    b[p * NR + j] for p < k)`` for r < MR, j < NR (strides in elements; ``b`` a packed
-    panel). ``fresh`` for the first block of the inner dimension: the result is
-    written, not read (no pass over memory to zero it first)."""
+    b[p * ldb + j] for p < k)`` for r < rows, j < NR (strides in elements; ``b`` a
+    packed panel, ``ldb`` = NR, or the rows of a small ``b`` read in place). ``fresh``
+    for the first block of the inner dimension: the result is written, not read (no
+    pass over memory to zero it first). With ``rows`` < MR, the last rows of a product
+    are computed without padding them to a whole tile."""
     lanes = LANES[bits]
     halves = 2
-    nr = lanes * halves
     ft = {32: "float", 64: "double"}[bits]
     vec = f"<{lanes} x {ft}>"
     fma_name = f"llvm.fma.v{lanes}f{bits}"
     align = bits // 8
-    tiles = [(r, h) for r in range(MR) for h in range(halves)]
+    tiles = [(r, h) for r in range(rows) for h in range(halves)]
 
     def phis(name, first, first_block, then, then_block):
         """%name<r>_<h> for each register of the tile: ``first`` (a value's name, or a
@@ -85,10 +87,11 @@ def tile_ir(bits, fma=HAS_FMA):
         return [f"  %{name}{r}_{h} = phi {vec} [{first.format(r=r, h=h)}, %{first_block}], "
                 f"[%{then}{r}_{h}, %{then_block}]" for r, h in tiles]
 
-    out = [f"define void @{tile_symbol(bits)}(i64 %k, ptr noalias readonly %a, i64 %lda, "
-           f"i64 %step, ptr noalias readonly %b, ptr noalias %c, i64 %ldc, i64 %fresh) {{",
+    out = [f"define void @{tile_symbol(bits, rows)}(i64 %k, ptr noalias readonly %a, "
+           f"i64 %lda, i64 %step, ptr noalias readonly %b, i64 %ldb, ptr noalias %c, "
+           f"i64 %ldc, i64 %fresh) {{",
            "entry:"]
-    out += [f"  %arow{r} = mul i64 %lda, {r}" for r in range(MR)]
+    out += [f"  %arow{r} = mul i64 %lda, {r}" for r in range(rows)]
     for r, h in tiles:                                 # where the tile of c is
         out += [f"  %row{r}_{h} = mul i64 %ldc, {r}",
                 f"  %at{r}_{h} = add i64 %row{r}_{h}, {h * lanes}",
@@ -105,13 +108,13 @@ def tile_ir(bits, fma=HAS_FMA):
             "loop:",
             "  %p = phi i64 [0, %start], [%next, %loop]"]
     out += phis("s", "%c{r}_{h}", "start", "n", "loop")
-    out.append(f"  %bat = mul i64 %p, {nr}")
+    out.append("  %bat = mul i64 %p, %ldb")
     for h in range(halves):                            # a row of the b panel
         out += [f"  %bat{h} = add i64 %bat, {h * lanes}",
                 f"  %bp{h} = getelementptr {ft}, ptr %b, i64 %bat{h}",
                 f"  %b{h} = load {vec}, ptr %bp{h}, align {align}"]
     out.append("  %aat = mul i64 %p, %step")
-    for r in range(MR):                                # a column of the MR rows of a
+    for r in range(rows):                              # a column of the rows of a
         out += [f"  %aat{r} = add i64 %aat, %arow{r}",
                 f"  %ap{r} = getelementptr {ft}, ptr %a, i64 %aat{r}",
                 f"  %a{r} = load {ft}, ptr %ap{r}, align {align}",
@@ -133,8 +136,28 @@ def tile_ir(bits, fma=HAS_FMA):
     return "\n".join(out) + "\n"
 
 
-def tile_symbol(bits):
-    return f"jittape_gemm_tile_f{bits}"
+def tile_symbol(bits, rows=None):
+    """The micro-kernel of ``rows`` rows; without, the one that takes the rows as its
+    first argument (``tiles_ir``)."""
+    return f"jittape_gemm_tile_f{bits}" + ("" if rows is None else f"_r{rows}")
+
+
+def tiles_ir(bits):
+    """LLVM IR of ``void jittape_gemm_tile_f<bits>(i64 rows, ...)``: the micro-kernel
+    of ``rows`` (1 to MR) rows, the others' arguments following."""
+    args = "i64 %k, ptr %a, i64 %lda, i64 %step, ptr %b, i64 %ldb, ptr %c, i64 %ldc, i64 %fresh"
+    out = [f"define void @{tile_symbol(bits)}(i64 %rows, {args}) {{",
+           "entry:",
+           f"  switch i64 %rows, label %r{MR} ["
+           + " ".join(f"i64 {r}, label %r{r}" for r in range(1, MR)) + "]"]
+    for r in range(1, MR + 1):
+        out += [f"r{r}:",
+                f"  call void @{tile_symbol(bits, r)}({args})",
+                "  ret void"]
+    out.append("}")
+    types = "i64, ptr, i64, i64, ptr, i64, ptr, i64, i64"
+    out += [f"declare void @{tile_symbol(bits, r)}({types})" for r in range(1, MR + 1)]
+    return "\n".join(out) + "\n"
 
 
 def panel_ir(bits):
@@ -186,7 +209,8 @@ def _library(context, bits):
     library = _LIBRARIES.get(key)
     if library is None:
         library = context.codegen().create_library(f"jittape.gemm.f{bits}")
-        for text in (tile_ir(bits), panel_ir(bits)):
+        texts = [tile_ir(bits, rows=rows) for rows in range(1, MR + 1)]
+        for text in (*texts, tiles_ir(bits), panel_ir(bits)):
             module = binding.parse_assembly(text)
             module.verify()
             library.add_llvm_module(module)
@@ -196,33 +220,35 @@ def _library(context, bits):
 
 
 @intrinsic
-def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc, fresh):
-    """Run the micro-kernel on the MR rows of ``a`` from element ``a_start`` of its
-    data (rows ``lda`` elements apart, columns ``step``), the packed panel of ``b`` from
-    ``b_start``, into the tile of ``c`` from ``c_start`` (``b`` and ``c`` 1-d; one float
-    dtype); ``fresh``: write the tile, not add to it."""
+def tile(typingctx, rows, k, a, a_start, lda, step, b, b_start, ldb, c, c_start, ldc, fresh):
+    """Run the micro-kernel on ``rows`` (1 to MR) rows of ``a`` from element
+    ``a_start`` of its data (rows ``lda`` elements apart, columns ``step``), NR columns
+    of ``b`` from ``b_start`` (rows ``ldb`` apart: a packed panel, or ``b`` in place),
+    into the tile of ``c`` from ``c_start`` (one float dtype, arrays of any
+    dimensions); ``fresh``: write the tile, not add to it."""
     arrays = (a, b, c)
     if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
-            and b.ndim == c.ndim == 1 and a.dtype in (types.float32, types.float64)):
+            and a.dtype in (types.float32, types.float64)):
         return None
     bits = a.dtype.bitwidth
 
     def codegen(context, builder, signature, args):
-        steps, a_, a_at, lda_, step_, b_, b_at, c_, c_at, ldc_, fresh_ = args
+        rows_, steps, a_, a_at, lda_, step_, b_, b_at, ldb_, c_, c_at, ldc_, fresh_ = args
         library = _library(context, bits)
         context.active_code_library.add_linking_library(library)
         i64 = llvm.IntType(64)
         ptr = llvm.PointerType()
-        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64, i64])
+        fnty = llvm.FunctionType(llvm.VoidType(),
+                                 [i64, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64])
         fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
-
-        builder.call(fn, [steps, _element(context, builder, a, a_, a_at), lda_, step_,
-                          _element(context, builder, b, b_, b_at),
+        builder.call(fn, [rows_, steps, _element(context, builder, a, a_, a_at), lda_, step_,
+                          _element(context, builder, b, b_, b_at), ldb_,
                           _element(context, builder, c, c_, c_at), ldc_, fresh_])
         return context.get_dummy_value()
 
-    return (types.void(types.intp, a, types.intp, types.intp, types.intp, b, types.intp,
-                       c, types.intp, types.intp, types.intp), codegen)
+    return (types.void(types.intp, types.intp, a, types.intp, types.intp, types.intp, b,
+                       types.intp, types.intp, c, types.intp, types.intp, types.intp),
+            codegen)
 
 
 def _element(context, builder, ty, value, start):
@@ -325,16 +351,68 @@ def _gemm_body(a, b):
                         at, rows, cols = 0, kc_max, 1
                     fresh = 1 if pc == 0 else 0
                     if i < full and width == nr:
-                        tile(kc, source, at, rows, cols, b_pack, jr * kc,
+                        tile(MR, kc, source, at, rows, cols, b_pack, jr * kc, nr,
                              flat, i * n + jc + jr, n, fresh)
                     else:
-                        tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr, 1)
+                        tile(MR, kc, source, at, rows, cols, b_pack, jr * kc, nr,
+                             spare, 0, nr, 1)
                         for r in range(min(MR, m - i)):
                             for j in range(width):
                                 if fresh:
                                     out[i + r, jc + jr + j] = spare[r * nr + j]
                                 else:
                                     out[i + r, jc + jr + j] += spare[r * nr + j]
+    return out
+
+
+def _gemm_small_body(a, b):
+    """a @ b for 2-d float32 or float64 arrays of one dtype and any strides, where the
+    inner dimension is one block (at most KC) and ``b`` stays in the L1 or L2 cache
+    (``IN_PLACE`` elements at most): the products of a small layer or of an RNN's step.
+    Packing would cost as much as the product there, so ``b`` is read in place (a copy
+    of it first where its rows are not contiguous), the last rows of ``a`` are a tile
+    of fewer rows, and only the last, partial panel of columns is packed. Each element
+    is the same sum in the same order as in ``_gemm``: the results are the same bits."""
+    m, depth = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    if m == 0 or n == 0:
+        return out
+    if depth == 0:
+        out[:, :] = 0.0
+        return out
+    size = a.itemsize
+    if a.strides[0] % size or a.strides[1] % size:
+        a = np.ascontiguousarray(a)
+    lda = a.strides[0] // size
+    step = a.strides[1] // size
+    if b.strides[1] != size or b.strides[0] % size:
+        b = np.ascontiguousarray(b)
+    ldb = b.strides[0] // size
+    nr = 2 * (REGISTER_BYTES // size)
+    whole = n - n % nr
+    # the rows in tiles of as even a size as MR allows (8 rows: 4 + 4, not 6 + 2): a
+    # step of a tile of r rows takes max(r, FMA latency) cycles, 4 and 4 fewer than 6 and 2
+    tiles = (m + MR - 1) // MR
+    for t in range(tiles):
+        i = t * (m // tiles) + min(t, m % tiles)
+        rows = m // tiles + (1 if t < m % tiles else 0)
+        for j in range(0, whole, nr):
+            tile(rows, depth, a, i * lda, lda, step, b, j, ldb, out, i * n + j, n, 1)
+    if whole < n:
+        width = n - whole
+        panel = np.zeros(depth * nr, a.dtype)
+        for p in range(depth):
+            for j in range(width):
+                panel[p * nr + j] = b[p, whole + j]
+        spare = np.empty(MR * nr, a.dtype)
+        for t in range(tiles):
+            i = t * (m // tiles) + min(t, m % tiles)
+            rows = m // tiles + (1 if t < m % tiles else 0)
+            tile(rows, depth, a, i * lda, lda, step, panel, 0, nr, spare, 0, nr, 1)
+            for r in range(rows):
+                for j in range(width):
+                    out[i + r, whole + j] = spare[r * nr + j]
     return out
 
 
@@ -393,13 +471,15 @@ SEVERAL_THREADS = _one_thread
 _gemm = numba.njit(error_model="numpy", cache=True)(_named(_gemm_body, "_gemm"))
 _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
     _named(_gemm_body, "_gemm_parallel", SEVERAL_THREADS=_several_threads))
+_gemm_small = numba.njit(error_model="numpy", cache=True)(_gemm_small_body)
 
 
 def product(a, b, threads=True):
-    """a @ b for matrices: ``_gemm`` for float32 and float64 where the result has at
-    least MR rows and half a tile's columns, ``np.dot`` (BLAS) for the rest: a result of
-    one or a few columns (a matrix times a vector, shaped as a matrix) would fill a
-    fraction of each tile, and BLAS's matrix-vector product does not pad. With
+    """a @ b for matrices: for float32 and float64 where the result has half a tile's
+    columns, ``_gemm_small`` where ``b`` is small and the inner dimension one block (any
+    rows), ``_gemm`` where there are MR rows or more; ``np.dot`` (BLAS) for the rest: a
+    result of one or a few columns (a matrix times a vector, shaped as a matrix) would
+    fill a fraction of each tile, and BLAS's matrix-vector product does not pad. With
     ``threads``, products of PARALLEL multiply-adds or more run on Numba's threads (as many as
     ``numba.set_num_threads`` says), where the cost of starting them is small beside
     the product's. (Asking ``numba.get_num_threads()`` here would make
@@ -413,12 +493,14 @@ def _product(a, b, threads=True):
         half = LANES[a.dtype.bitwidth]
 
         def impl(a, b, threads=True):
-            m, n = a.shape[0], b.shape[1]
-            if m < MR or n < half:
+            m, depth, n = a.shape[0], a.shape[1], b.shape[1]
+            if n < half or (m < MR and depth > KC):
                 return blas_product(a, b)
             # as arrays of any layout ([:, :]): one compile per dtype, not per layout pair
-            if threads and m * n * a.shape[1] >= PARALLEL:
+            if threads and m * n * depth >= PARALLEL:
                 return _gemm_parallel(a[:, :], b[:, :])
+            if depth <= KC and depth * n <= IN_PLACE:
+                return _gemm_small(a[:, :], b[:, :])
             return _gemm(a[:, :], b[:, :])
         return impl
     return lambda a, b, threads=True: blas_product(a, b)
