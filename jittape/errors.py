@@ -204,6 +204,15 @@ def kernel_messages(messages):
         raise found from None
 
 
+def renumbered(err, numbers):
+    """A kernel's coded ``err`` raised by a part with the part's own number, as the
+    kernel's: ``numbers[k]`` for the part's ``k`` (``codegen.cpu._parts``)."""
+    args = err.args
+    if not args or type(args[0]) is not int or not 0 <= args[0] < len(numbers):
+        return err
+    return type(err)(numbers[args[0]], *args[1:])
+
+
 def located(err, messages):
     """The error a kernel's coded ``err`` stands for, its message from ``messages`` (the
     kernel's, in order); ``err`` itself where it is not coded."""

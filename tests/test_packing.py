@@ -37,13 +37,13 @@ def _eager(fn, args, argnums=0):
     return value.numpy(), grads[0] if isinstance(argnums, int) else tuple(grads)
 
 
-def _close(got, want, rtol=1e-10):
+def _close(got, want, rtol=1e-10, atol=1e-13):
     value, grads = got
     want_value, want_grads = want
     np.testing.assert_allclose(value, want_value, rtol=rtol)
     for g, w in zip(jt.tree.leaves(grads), jt.tree.leaves(want_grads)):
         assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-13)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
 
 
 def test_a_deep_network_takes_its_weights_stacked_and_gives_the_eager_gradients():

@@ -33,8 +33,8 @@ def test_a_long_graph_runs_in_parts_with_the_eager_gradients():
     layers, x = _layers([3, 4, 5, 6, 7, 5, 4]), RNG.normal(size=(2, 3))
     f = jt.value_and_grad(_uneven)
     lowered = f.lower(layers, x)
-    assert "PARTS = ('part0', 'part1'," in lowered.source
-    assert lowered.source.count("\ndef part") >= 3
+    assert "PARTS = ('part_" in lowered.source
+    assert lowered.source.count("\ndef part_") >= 3
     want = _eager(_uneven, (layers, x))
     _close(f(layers, x), want)                  # the full path: compiles the parts
     _close(f(layers, x), want)                  # the fast path
@@ -102,7 +102,7 @@ def test_other_layouts_and_dtypes_in_parts():
     single = [(w.astype(np.float32), b.astype(np.float32)) for w, b in layers]
     got = f(single, x.astype(np.float32))       # float32: its own signature
     assert got[1][0][0].dtype == np.float32
-    _close(got, _eager(_uneven, (single, x.astype(np.float32))), rtol=1e-4)
+    _close(got, _eager(_uneven, (single, x.astype(np.float32))), rtol=1e-4, atol=1e-6)
 
 
 def test_an_error_in_a_later_part_names_its_line():
@@ -158,3 +158,107 @@ def test_kernel_of_a_kernel_in_parts_compiles_into_dispatchers_of_its_own():
     value, grad = f(x.astype(np.float32))
     assert value.dtype == np.float32 and grad.dtype == np.float32
     assert f.cache_info().traces == 2
+
+
+def _part_calls(source):
+    """{part name: calls} of a generated module in parts."""
+    import re
+    defined = re.findall(r"^def (part_\w+)\(", source, re.M)
+    return {name: source.count(f"{name}(") - 1 for name in defined}
+
+
+def test_repeated_layers_are_one_part_called_again():
+    """Layers of other widths generate the same code: the graph is cut at its repeats,
+    and each distinct part is defined (and compiled) once, called for each run."""
+    layers, x = _layers([3, 4, 5, 6, 7, 8, 7, 6, 5, 4, 3, 2, 3, 4]), RNG.normal(size=(2, 3))
+    f = jt.value_and_grad(_uneven)
+    calls = _part_calls(f.lower(layers, x).source)
+    assert max(calls.values()) >= 3 and sum(calls.values()) > len(calls)
+    _close(f(layers, x), _eager(_uneven, (layers, x)))
+
+
+def _abs_head(layers, x):
+    for w, b in layers:
+        x = np.tanh(x @ w + b)
+    return np.sum(np.abs(x)) * 0.5
+
+
+def test_another_model_made_of_the_same_layers_shares_their_parts(monkeypatch):
+    """Parts are kernels of their own, keyed by their code: a model with another head
+    and more layers finds the first model's layer parts built (in the process, and on
+    disk in a new one) and compiles only its own."""
+    layers, x = _layers([3, 4, 5, 6, 7, 8, 7, 6, 5, 4, 3]), RNG.normal(size=(2, 3))
+    deeper = layers + _layers([3, 5, 4, 3])
+    first, second = jt.value_and_grad(_uneven), jt.value_and_grad(_abs_head)
+    first(layers, x)
+    shared = set(_part_calls(first.lower(layers, x).source))
+    shared &= set(_part_calls(second.lower(deeper, x).source))
+    assert len(shared) >= 2
+    _close(second(deeper, x), _eager(_abs_head, (deeper, x)))
+    mine = first._entry_for((layers, x)).built.kernel.parts
+    theirs = second._entry_for((deeper, x)).built.kernel.parts
+    assert all(mine[name] is theirs[name] for name in shared)
+    monkeypatch.setattr(build, "_TABLE", {})              # as a new process
+    second.cache_clear()
+    _close(second(deeper, x), _eager(_abs_head, (deeper, x)))
+
+
+def test_errors_in_a_repeated_part_are_the_kernels_own():
+    """A part's raises are numbered in the part; its calls map them to the kernel's
+    messages: an index error in a later one of a run of layers names the op and line."""
+    layers, x = _layers([3, 4, 5, 6, 7, 8, 7, 6, 5, 4, 3]), RNG.normal(size=(2, 3))
+
+    def picking(layers, x, picks):
+        for (w, b), i in zip(layers, picks):
+            x = np.tanh(x @ w + jt.gather(b, i))
+        return np.sum(x * x)
+    f = jt.value_and_grad(picking)
+    picks = [np.arange(len(b))[::-1].copy() for _, b in layers]
+    want = _eager(lambda layers, x: picking(layers, x, picks), (layers, x))
+    _close(f(layers, x, picks), want)
+    calls = _part_calls(f.lower(layers, x, picks).source)
+    assert max(calls.values()) >= 2 and "renumbered(err, (" in f.lower(layers, x, picks).source
+    bad = [p.copy() for p in picks]
+    bad[6][1] = 9
+    for _ in range(2):                            # the full path, then the fast path
+        with pytest.raises(IndexError, match=r"index 9 is out of bounds .*test_parts\.py:"):
+            f(layers, x, bad)
+
+
+class _Prim:
+    regions = ()
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _Out:
+    def __init__(self, k):
+        self.id, self.dtype, self.ndim = k, np.dtype(np.float64), 2
+
+
+class _Node:
+    """What ``_chunks`` reads of a node: its op, parameters, result and operands."""
+
+    def __init__(self, k, op):
+        self.prim, self.params, self.out, self.inputs = _Prim(op), {}, _Out(k), []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_chunks_cover_the_nodes_in_order_and_cut_repeats_alike(seed):
+    """``_chunks`` on op sequences with a repeated run between other ops: every node
+    once, in order, no chunk over PART_NODES, and the run's chunks (after a prefix of
+    any length) cut at the same phase, so that they are equal op for op."""
+    rng = np.random.default_rng(seed)
+    period = [f"op{k}" for k in rng.integers(0, 4, size=int(rng.integers(3, 7)))]
+    runs = []
+    for prefix_length in (int(rng.integers(0, 9)), int(rng.integers(0, 9))):
+        ops = [f"pre{k}" for k in rng.integers(0, 6, size=prefix_length)]
+        ops += period * 12 + [f"post{k}" for k in rng.integers(0, 6, size=5)]
+        nodes = [_Node(k, op) for k, op in enumerate(ops)]
+        chunks = cpu._chunks(nodes)
+        assert [n for c in chunks for n in c] == nodes
+        assert all(len(c) <= cpu.PART_NODES for c in chunks)
+        runs.append({tuple(n.prim.name for n in c) for c in chunks
+                     if len(c) >= len(period) and all(n.prim.name.startswith("op") for n in c)})
+    assert runs[0] and runs[0] & runs[1]

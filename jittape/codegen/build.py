@@ -74,9 +74,11 @@ class _Kernel:
     """A kernel of the process-wide table: what every compiled function of its graph
     shares."""
 
-    def __init__(self, dispatcher, path, cached, from_disk, parts=()):
+    def __init__(self, dispatcher, path, cached, from_disk, parts=None):
         self.dispatcher = dispatcher
-        self.parts = parts              # a kernel in parts: their dispatchers (Python calls them)
+        # a kernel in parts: {name: the part's own kernel} (the Python that calls them
+        # is the dispatcher); parts of equal code are one kernel, whoever calls them
+        self.parts = parts or {}
         self.path = path
         self.cached = cached            # compiled with Numba's cache=True
         self.from_disk = from_disk      # the module file was already in the cache
@@ -152,13 +154,14 @@ _WARNED = set()                  # what has warned already: one warning each
 _COUNTS = {"imports": 0}         # generated modules executed by this process
 
 
-def build(source, func_name, key, njit_options):
+def build(source, func_name, key, njit_options, parts=()):
     """The kernel of ``source`` (a module defining ``func_name``; ``key``: its digest),
     from the process's table, the disk cache, or built now. With ``njit_options`` None
     the function is returned as it is (the CUDA target's driver, whose kernels the
-    module compiles with ``cuda.jit(cache=True)``). A module that names ``PARTS``
-    (a large graph, ``codegen.cpu``) has each of those functions compiled on its own
-    and its ``func_name`` left as the Python that calls them (the kernel's ``parts``)."""
+    module compiles with ``cuda.jit(cache=True)``). With ``parts`` ((name, code of the
+    part's own module), ...: a large graph, ``codegen.cpu``), each part is a kernel of
+    its own, keyed by its code (so shared by every kernel that has it), and the module's
+    ``func_name`` is left as the Python that calls them (the kernel's ``parts``)."""
     root = config.cache_dir()
     kernel = _TABLE.get((root, key))
     if kernel is not None:
@@ -167,7 +170,7 @@ def build(source, func_name, key, njit_options):
         kernel = _TABLE.get((root, key))
         if kernel is not None:
             return Built(kernel, shared=True)
-        kernel = _build(root, source, func_name, key, njit_options)
+        kernel = _build(root, source, func_name, key, njit_options, parts)
         _TABLE[(root, key)] = kernel
         return Built(kernel, shared=False)
 
@@ -201,7 +204,7 @@ def _keep_freed_memory():
 _MALLOC_SET = False
 
 
-def _build(root, source, func_name, key, njit_options):
+def _build(root, source, func_name, key, njit_options, parts=()):
     module_name = f"{_PREFIX}{key}"
     store, path, from_disk = None, f"<jittape generated {key}>", False
     if root:
@@ -238,17 +241,13 @@ def _build(root, source, func_name, key, njit_options):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
-    parts = getattr(module, "PARTS", None)
-    if parts:        # a large graph: parts compiled each on its own, called by Python
-        cached, dispatchers = store is not None, []
-        for name in parts:
-            part, part_cached = _dispatcher(getattr(module, name), options, cache=cached)
-            setattr(module, name, part)
-            dispatchers.append(part)
-            if part_cached:
-                guard.install(part, lean=from_disk)
-            cached = cached and part_cached
-        return _Kernel(func, path, cached, from_disk, tuple(dispatchers))
+    if parts:        # a large graph: parts, each a kernel of its own, called by Python
+        kernels = {}
+        for name, code in parts:
+            kernels[name] = build(code, name, digest(code, "cpu part"), njit_options).kernel
+            setattr(module, name, kernels[name].dispatcher)
+        cached = store is not None and all(k.cached for k in kernels.values())
+        return _Kernel(func, path, cached, from_disk, kernels)
     dispatcher, cached = _dispatcher(func, options, cache=store is not None)
     if cached:
         guard.install(dispatcher, lean=from_disk)
@@ -271,8 +270,8 @@ def new_dispatcher(built):
     parts: the Python that calls them, calling dispatchers of its own."""
     kernel = built.kernel
     if kernel.parts:
-        own = {part.py_func.__name__: _own_dispatcher(part, kernel.cached)
-               for part in kernel.parts}
+        own = {name: _own_dispatcher(part.dispatcher, part.cached)
+               for name, part in kernel.parts.items()}
         driver = kernel.dispatcher
         return types.FunctionType(driver.__code__, dict(driver.__globals__, **own),
                                   driver.__name__)
@@ -687,37 +686,55 @@ def first_call(built, args):
         if kernel.called:                  # another thread's first call ran meanwhile
             return call_shared(kernel.dispatcher, args, kernel.parts), False
         disp = kernel.dispatcher
-        result = disp(*args)
-        if hasattr(disp, "disable_compile"):
-            disp.disable_compile()
-            stats = getattr(disp, "stats", None)
-            compiled = not (stats and sum(stats.cache_hits.values()))
-        elif kernel.parts:                 # a kernel in parts: each compiled or loaded
-            compiled = _parts_done(kernel)
-        else:                              # a CUDA driver: its kernels cache themselves
-            compiled = not kernel.from_disk
+        if kernel.parts:                   # a kernel in parts: each compiled or loaded
+            result, compiled = _run_parts(kernel, args)
+        else:
+            result = disp(*args)
+            if hasattr(disp, "disable_compile"):
+                disp.disable_compile()
+                stats = getattr(disp, "stats", None)
+                compiled = not (stats and sum(stats.cache_hits.values()))
+            else:                          # a CUDA driver: its kernels cache themselves
+                compiled = not kernel.from_disk
         kernel.called = True
     return result, compiled
 
 
-def _parts_done(kernel):
-    """After a kernel in parts ran the first time: its parts compile nothing more (other
-    types are other signatures); whether any of them compiled (not loaded)."""
-    compiled = False
-    for part in kernel.parts:
-        part.disable_compile()
-        stats = getattr(part, "stats", None)
-        compiled = compiled or not (stats and sum(stats.cache_hits.values()))
-    return compiled
+def part_dispatchers(kernel):
+    return [part.dispatcher for part in kernel.parts.values()]
 
 
-def call_shared(disp, args, parts=()):
-    """Call a dispatcher whose compiling is disabled (or a kernel in ``parts``); a new
-    memory layout of the arguments (non-contiguous arrays) compiles a specialization."""
+def _run_parts(kernel, args):
+    """The first run of a kernel in parts: its parts compile (or load) what the run
+    needs, then compile nothing more (other types are other signatures). A part may be
+    another kernel's too, and done already: compiling is allowed again for the run, under
+    the lock that such changes hold (``call_shared``). (result, whether any part compiled
+    now, not loaded)."""
+    parts = part_dispatchers(kernel)
+    with LAYOUT_LOCK:
+        before = [sum(p.stats.cache_misses.values()) if hasattr(p, "stats") else 0
+                  for p in parts]
+        for part in parts:
+            part.disable_compile(False)
+        try:
+            result = kernel.dispatcher(*args)
+        finally:
+            for part in parts:
+                part.disable_compile()
+        compiled = any(sum(p.stats.cache_misses.values()) > n
+                       for p, n in zip(parts, before) if hasattr(p, "stats"))
+    return result, compiled
+
+
+def call_shared(disp, args, parts=None):
+    """Call a dispatcher whose compiling is disabled (or a kernel's Python calling its
+    ``parts``, ``_Kernel.parts``); a new memory layout of the arguments (non-contiguous
+    arrays) compiles a specialization."""
     try:
         return disp(*args)
     except TypeError:
-        compilers = [disp] if hasattr(disp, "disable_compile") else list(parts)
+        compilers = ([disp] if hasattr(disp, "disable_compile") else
+                     [part.dispatcher for part in (parts or {}).values()])
         if not compilers:
             raise
         with LAYOUT_LOCK:
@@ -736,9 +753,15 @@ def loadable(built):
     """Whether the first call of ``built``'s kernel needs no compile: the kernel has run
     in this process, or the disk cache holds Numba's files for its module, each recorded
     in the entry's manifest (a load, checked as ever when it happens)."""
-    kernel = built.kernel
+    return _loadable(built.kernel)
+
+
+def _loadable(kernel):
     if kernel.called:
         return True
+    if kernel.parts:           # each part compiled in this process, or on disk
+        return all(part.dispatcher.overloads or _loadable(part)
+                   for part in kernel.parts.values())
     if not (kernel.cached and kernel.from_disk):
         return False
     root, name = os.path.split(kernel.path)
@@ -795,8 +818,7 @@ def _compile_in_background(kernel, argtypes):
                 return
             disp = kernel.dispatcher
             if kernel.parts:              # Python calling its parts: a run compiles them
-                disp(*argtypes)
-                kernel.background_compiled = _parts_done(kernel)
+                kernel.background_compiled = _run_parts(kernel, argtypes)[1]
                 kernel.called = True
                 return
             init = getattr(disp, "_compilation_chain_init_hook", None)

@@ -11,7 +11,11 @@ flag, so NaN and inf behave as in NumPy (``error_model="numpy"``: 1/0 gives inf)
 
 import ast
 import collections
+import hashlib
+import io
+import math
 import re
+import tokenize
 
 import numpy as np
 
@@ -34,7 +38,8 @@ IMPORTS = '''import numba
 import numpy as np
 
 from jittape.errors import (  # noqa: F401
-    KernelValueError, NumericsError, OutOfRange, SignatureMismatch, SizeMismatch,
+    KERNEL_ERRORS, KernelValueError, NumericsError, OutOfRange, SignatureMismatch,
+    SizeMismatch, renumbered,
 )
 from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, dot, empty, fill, full, grown, link, matmul2d, put, reshape, scratch,
@@ -49,12 +54,14 @@ from jittape.codegen.mathlib import (  # noqa: F401
 '''
 
 
-Module = collections.namedtuple("Module", "source func code messages")
+Module = collections.namedtuple("Module", "source func code messages parts")
 Module.__doc__ = """A generated module: ``source`` (as ``lower().source`` shows it: the
 user's names, comments naming the ops and lines), the name of its function (``func``),
 ``code`` (what compiles: the same code without comments, header or the user's names,
 so that programs of equal graphs share it, and the disk cache keys it) and
-``messages`` (what its raises' numbers mean: ``errors.located``)."""
+``messages`` (what its raises' numbers mean: ``errors.located``); for a kernel in
+parts, ``parts``: ((name, code of its own module), ...), each compiled on its own
+(``build``), else ()."""
 
 
 class Context:
@@ -215,8 +222,10 @@ def generate(graph, name, version):
     outs = [(f"{ctx.name(v)}.copy()" if _aliases_argument(ctx, v) else ctx.name(v))
             if isinstance(v, Var) else names.literal_code(v, np.int64) for v in graph.outputs]
     result = f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+    modules = ()
     if parts:
-        functions, calls = _parts(parts, args + _size_names(body), result, _narrow_scalars(graph))
+        functions, calls, modules = _parts(ctx, parts, args + _size_names(body), result,
+                                           _narrow_scalars(graph))
         body += calls
         lines = functions + lines
     body.append(result)
@@ -229,12 +238,12 @@ def generate(graph, name, version):
     if any("numba.prange(" in line for line in lines):
         source += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}   # njit(parallel=...): the prange loops only\n\n"
     if parts:
-        source += (f"PARTS = {tuple(f'part{j}' for j in range(len(parts)))!r}   # compiled "
-                   "each on its own; kernel() is Python that calls them\n\n")
+        source += (f"PARTS = {tuple(name for name, _ in modules)!r}   # each compiled on its "
+                   "own, named by its code; kernel() is Python that calls them\n\n")
     source += "\n".join(lines) + "\n"
     readable = HEADER.format(version=version, name=name, digest=digest) + _explained(source, ctx)
     return Module(names.readable(readable, graph), "kernel", names.code_only(source),
-                  tuple(ctx.messages))
+                  tuple(ctx.messages), modules)
 
 
 # A graph of more nodes than this (a region's body counted with it) is generated as
@@ -242,19 +251,153 @@ def generate(graph, name, version):
 # size (a straight-line MLP of 32 layers of different widths took 10.7 s, of 128 layers
 # 111 s and 1.5 GB), each part's stays bounded.
 PART_NODES = 160
+# candidate periods tried at each node when looking for repeated runs (_chunks)
+_PERIODS = 4
+
+
+def _weight(node):
+    return 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
 
 
 def _chunks(nodes):
-    """``nodes`` in runs of at most about ``PART_NODES`` (one run when they are fewer)."""
-    chunks, current, weight = [], [], 0
-    for node in nodes:
-        size = 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
-        if current and weight + size > PART_NODES:
-            chunks.append(current)
-            current, weight = [], 0
-        current.append(node)
-        weight += size
-    return chunks + [current] if current else chunks
+    """``nodes`` in runs of at most about ``PART_NODES`` (one run when they are fewer),
+    cut where the graph repeats itself: a run of nodes that recurs back to back (the
+    layers of a network, forward and backward, at any sizes) is cut into chunks of whole
+    repeats, the same number in each, so that the chunks generate the same code and
+    compile once (``_parts``: parts are named by their code). Worth it where the
+    repeated run is a quarter of a part's worth of nodes or more (a part's own module
+    costs about as much to compile as 40 nodes); the rest is cut by size."""
+    nodes = list(nodes)
+    weights = [_weight(n) for n in nodes]
+    if sum(weights) <= PART_NODES:
+        return [nodes]
+    tokens = _tokens(nodes)
+    windows = _Windows(tokens)
+    chunks, straight, weight = [], [], 0
+
+    def flush():
+        nonlocal straight, weight
+        if straight:
+            chunks.append(straight)
+        straight, weight = [], 0
+
+    nexts = collections.defaultdict(list)        # token -> later positions, nearest last
+    for i in range(len(tokens) - 1, -1, -1):
+        nexts[tokens[i]].append(i)
+    i = 0
+    while i < len(nodes):
+        later = nexts[tokens[i]]
+        later.pop()                              # (i itself)
+        best = (0, 0)                            # (nodes covered, period)
+        for j in later[-1:-_PERIODS - 1:-1]:
+            period = j - i
+            if period > PART_NODES:
+                break
+            repeats = 1
+            while (i + (repeats + 1) * period <= len(nodes)
+                   and windows.equal(i, i + repeats * period, period)):
+                repeats += 1
+            if repeats >= 2 and repeats * period > best[0]:
+                best = (repeats * period, period)
+        covered, period = best
+        if covered and sum(weights[i:i + covered]) >= PART_NODES // 4:
+            # the run cut where its least rotation starts, not where it was found (which
+            # the nodes before it decide): another program with these repeats after
+            # other nodes (another loss, more layers) cuts them the same way
+            shift = min(range(period), key=lambda r: tokens[i + r:i + r + period])
+            repeats = 1
+            while (i + shift + (repeats + 1) * period <= len(nodes)
+                   and windows.equal(i + shift, i + shift + repeats * period, period)):
+                repeats += 1
+            if repeats >= 2:
+                for k in range(shift):
+                    if straight and weight + weights[i + k] > PART_NODES:
+                        flush()
+                    straight.append(nodes[i + k])
+                    weight += weights[i + k]
+                flush()
+                start = i + shift
+                run = max(1, sum(weights[start:start + period]))
+                # repeats per chunk by the run's size alone (so the same in a deeper
+                # model): chunks of about a quarter of a part, quick to compile
+                per = max(1, PART_NODES // 4 // run)
+                for first in range(0, repeats, per):
+                    last = min(first + per, repeats)
+                    chunks.append(nodes[start + first * period:start + last * period])
+                end = start + repeats * period
+                for k in range(i + 1, end):      # (positions passed over)
+                    nexts[tokens[k]].pop()
+                i = end
+                continue
+        if straight and weight + weights[i] > PART_NODES:
+            flush()
+        straight.append(nodes[i])
+        weight += weights[i]
+        i += 1
+    flush()
+    return chunks
+
+
+def _tokens(nodes):
+    """One int per node that equal nodes of repeated runs share: its op, parameters
+    (sizes as sizes, not their values), result's dtype and rank, and where each operand
+    comes from (so many nodes back, or from outside the nodes)."""
+    at = {n.out.id: k for k, n in enumerate(nodes)}
+    out = []
+    for k, n in enumerate(nodes):
+        operands = []
+        for v in n.inputs:
+            if isinstance(v, Var):
+                back = k - at.get(v.id, k + 1)
+                operands.append((v.dtype.str, v.ndim, back if 0 < back <= PART_NODES else -1))
+            else:
+                operands.append(_sig(v))
+        key = (n.prim.name, n.out.dtype.str, n.out.ndim, tuple(operands),
+               tuple(sorted((name, _sig(value)) for name, value in n.params.items())))
+        # (a hash of the key's text, not a count: the same in every program)
+        out.append(int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=7).digest(),
+                                  "little"))
+    return out
+
+
+def _sig(value):
+    """A parameter as a token sees it: sizes and graphs by kind, arrays by shape class."""
+    if isinstance(value, ir.Dim):
+        return "size"
+    if isinstance(value, (bool, int, float, complex, str, type(None))):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(_sig(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _sig(v)) for k, v in value.items()))
+    if isinstance(value, np.dtype):
+        return value.str
+    if isinstance(value, ir.Graph):
+        return ("graph", len(value.nodes))
+    return type(value).__name__
+
+
+class _Windows:
+    """Equality of runs of a token list in constant time: polynomial hashes of its
+    prefixes (modulo a prime), checked in full where they agree."""
+
+    MOD = (1 << 61) - 1
+    BASE = 1_000_003
+
+    def __init__(self, tokens):
+        self.tokens = tokens
+        self.prefix = [0]
+        self.powers = [1]
+        for t in tokens:
+            self.prefix.append((self.prefix[-1] * self.BASE + t + 1) % self.MOD)
+            self.powers.append(self.powers[-1] * self.BASE % self.MOD)
+
+    def _hash(self, i, n):
+        return (self.prefix[i + n] - self.prefix[i] * self.powers[n]) % self.MOD
+
+    def equal(self, i, j, n):
+        return (self._hash(i, n) == self._hash(j, n)
+                and self.tokens[i:i + n] == self.tokens[j:j + n])
 
 
 def _size_names(lines):
@@ -279,43 +422,109 @@ def _narrow_scalars(graph):
     return found
 
 
-def _parts(parts, given, result, narrow=None):
-    """(source lines of the functions ``part0``, ``part1``, ..., the kernel's lines
-    calling them in turn) for the lines of each part. A part's parameters are the names
-    it reads before it assigns them that the kernel's arguments, the sizes it read on
-    entry or an earlier part define; it returns what later parts and the kernel's
-    ``result`` read of what it assigns. Numba compiles each part on its own
-    (``build``), and the kernel that calls them is Python: 0-d values of ``narrow``
+def _parts(ctx, parts, given, result, narrow=None):
+    """(source lines of the part functions, the kernel's lines calling them in turn,
+    ((name, code of the part's own module), ...)) for the lines of each part.
+
+    A part's parameters are the names it reads before it assigns them that the kernel's
+    arguments, the sizes it read on entry or an earlier part define; it returns what
+    later parts and the kernel's ``result`` read of what it assigns. Its names are its
+    own (parameters ``_a0, _a1, ...`` and the rest by kind, in the order they appear),
+    and so are the numbers of its raises (the call maps them back to the kernel's,
+    ``errors.renumbered``): parts of equal code (the layers of a network, at any sizes)
+    are one function, named by its code, compiled once and shared by every kernel that
+    has it (``build``). The kernel that calls them is Python: 0-d values of ``narrow``
     types ({name: dtype}) are made that type again after the call that returns them."""
     parsed = [ast.parse("\n".join(lines)).body for lines in parts]
-    events = [_events(stmts) for stmts in parsed]
+    events = [_events(stmts, ordered=True) for stmts in parsed]
     defined = set(given)
     params = []
     for first_loads, stores in events:
-        params.append(sorted(n for n in first_loads if n in defined))
-        defined |= stores
+        params.append([n for n in first_loads if n in defined])
+        defined |= set(stores)
     needed = set(_events(ast.parse(result).body)[0])
     returns = [None] * len(parts)
     for j in range(len(parts) - 1, -1, -1):
-        returns[j] = sorted(events[j][1] & needed)
-        needed = (needed - events[j][1]) | set(params[j])
-    functions, calls = [], []
+        returns[j] = [n for n in events[j][1] if n in needed]
+        needed = (needed - set(events[j][1])) | set(params[j])
+    functions, calls, modules, seen = [], [], [], set()
     for j, lines in enumerate(parts):
+        local = {n: f"_a{k}" for k, n in enumerate(params[j])}
+        counts = collections.Counter()
+        for n in events[j][1]:
+            kind = re.match(r"[A-Za-z]*", n).group(0) or "x"
+            local[n] = f"_{kind}{counts[kind]}"
+            counts[kind] += 1
+        own, codes = _own_numbers(_explained("\n".join(lines), ctx))
+        out = ", ".join(local[n] for n in returns[j]) + ("," if len(returns[j]) == 1 else "")
+        body = [f"def part({', '.join(local[n] for n in params[j])}):"]
+        body += ["    " + line for line in _renamed(own, local).split("\n")]
+        body += [f"    return ({out})"]
+        text = "\n".join(body)
+        code = names.code_only(text)
+        name = "part_" + hashlib.blake2b(code.encode(), digest_size=8).hexdigest()
+        if name not in seen:
+            seen.add(name)
+            functions += [f"def {name}{text[len('def part'):]}", ""]
+            modules.append((name, _part_module(ctx, name, code[len("def part"):])))
         out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
-        functions.append(f"def part{j}({', '.join(params[j])}):")
-        functions += ["    " + line for line in lines]
-        functions += [f"    return ({out})", ""]
-        call = f"part{j}({', '.join(params[j])})"
-        calls.append(f"{out} = {call}" if returns[j] else call)
+        call = f"{name}({', '.join(params[j])})"
+        call = f"{out} = {call}" if returns[j] else call
+        if codes:
+            calls += ["try:", f"    {call}",
+                      "except KERNEL_ERRORS as err:",
+                      f"    raise renumbered(err, {tuple(codes)!r}) from None"]
+        else:
+            calls.append(call)
         calls += [f"{n} = {names.dtype_code(narrow[n])}({n})   # (back to its type)"
                   for n in returns[j] if narrow and n in narrow]
-    return functions, calls
+    return functions, calls, tuple(modules)
 
 
-def _events(stmts):
+def _own_numbers(text):
+    """(``text`` with its raises numbered 0, 1, ... in order, the kernel's numbers
+    they stand for)."""
+    codes = []
+
+    def sub(m):
+        codes.append(int(m.group(2)))
+        return f"{m.group(1)}{len(codes) - 1}"
+    return re.sub(r"^(\s*raise \w+\()(\d+)\b", sub, text, flags=re.M), codes
+
+
+def _renamed(text, mapping):
+    """``text`` (lines of code) with each name of ``mapping`` replaced, comments kept."""
+    lines = text.split("\n")
+    edits = collections.defaultdict(list)
+    for tok in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
+        if tok.type == tokenize.NAME and tok.string in mapping:
+            edits[tok.start[0] - 1].append((tok.start[1], tok.end[1], mapping[tok.string]))
+    for row, spans in edits.items():
+        line = lines[row]
+        for begin, end, new in sorted(spans, reverse=True):
+            line = line[:begin] + new + line[end:]
+        lines[row] = line
+    return "\n".join(lines)
+
+
+def _part_module(ctx, name, code):
+    """The code of a part's own module: the imports, the helpers it calls (linked), its
+    parallel options where it has prange loops, and the function, named ``name``."""
+    tree = ast.parse(f"def {name}{code}")
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    text = IMPORTS
+    links = [f"link({helper}, {key!r})\n" for helper, key in ctx.links if helper in used]
+    if links:
+        text += "".join(links) + "\n"
+    if "numba.prange(" in code:
+        text += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}\n\n"
+    return names.code_only(text + f"def {name}{code}")
+
+
+def _events(stmts, ordered=False):
     """(names whose first use in ``stmts``, in the order they run, reads them; names
-    they assign)."""
-    first, stores = {}, set()
+    they assign): sets, or with ``ordered`` lists in the order they first appear."""
+    first, stores = {}, {}
 
     def load(node):
         for n in ast.walk(node):
@@ -326,7 +535,7 @@ def _events(stmts):
         for n in ast.walk(target):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 first.setdefault(n.id, "store")
-                stores.add(n.id)
+                stores.setdefault(n.id)
             elif isinstance(n, ast.Name):
                 first.setdefault(n.id, "load")
 
@@ -353,10 +562,11 @@ def _events(stmts):
             else:
                 load(st)
     visit(stmts)
-    return {n for n, what in first.items() if what == "load"}, stores
+    loads = [n for n, what in first.items() if what == "load"]
+    return (loads, list(stores)) if ordered else (set(loads), set(stores))
 
 
-_RAISE = re.compile(r"^(\s*raise \w+\((\d+)\b.*)$", re.M)
+_RAISE = re.compile(r"^(\s*raise \w+\((\d+)\b[^#\n]*)$", re.M)   # (not one explained)
 
 
 def _explained(source, ctx):

@@ -26,6 +26,11 @@ The method is the one of GotoBLAS and BLIS:
   With 256-bit registers that is 6 x 16 float32 (6 x 8 float64): twelve accumulators,
   two panel registers and a broadcast, fifteen of the sixteen registers.
 
+A small product (the inner dimension one block, ``b`` of at most ``IN_PLACE`` elements:
+a small layer, an RNN's step) would spend as long packing ``b`` as multiplying:
+``_gemm_small`` reads ``b`` in place, and the last rows of ``a`` are a tile of their own
+size (the micro-kernel is made for 1 to MR rows), with the rows in tiles of even size.
+
 The micro-kernel is written in LLVM IR (``tile_ir``), and so is the copy of a panel
 (``panel_ir``): they are where the shape of the generated machine code matters. Written
 in Python, LLVM's vectorizers would not keep a tile of accumulators in registers across

@@ -89,10 +89,10 @@ class Modes:
             source, func = cuda.generate(graph, f"{self.mode} of {self.name}", __version__)
             # the module holds the messages with the user's lines: keyed with the graph's
             # text, lines included
-            code, messages, key = source, (), graph.text() + source
+            code, messages, key, parts = source, (), graph.text() + source, ()
         else:
-            source, func, code, messages = cpu.generate(graph, f"{self.mode} of {self.name}",
-                                                        __version__)
+            source, func, code, messages, parts = cpu.generate(
+                graph, f"{self.mode} of {self.name}", __version__)
             key = code        # the code alone: programs of equal graphs share the module
         debug = os.environ.get("JITTAPE_DEBUG", "")
         if debug in ("1", "2"):                # DESIGN.md rule 8: show the IR (and the code)
@@ -102,7 +102,7 @@ class Modes:
         consts = [c.value for c in graph.consts if c.value.ndim > 0]
         graph.messages = messages
         built = build.build(code, func, build.digest(key, self.target),
-                            _NJIT_OPTIONS if self.target == "cpu" else None)
+                            _NJIT_OPTIONS if self.target == "cpu" else None, parts)
         writes, guards = graph.writes, graph.guards
         if graph.packing is not None:      # the entry's indices: of the flattened outputs
             flat = graph.packing.flat_of
