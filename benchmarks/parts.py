@@ -2,7 +2,7 @@
 
     python benchmarks/parts.py [--layers 32,128] [--one-kernel 32] [--no-jax] [--tree PATH]
 
-The program is an MLP of tanh layers whose widths all differ (16 to 63, batch 64,
+The program is an MLP of tanh layers of widths drawn at random (16 to 63, batch 64,
 float64, ``value_and_grad`` of the mean square of the output), so that no loop rolls: a
 graph of about 8 nodes a layer, straight through. Above ``codegen.cpu.PART_NODES`` nodes
 it is compiled in parts; where it repeats itself (the layers, forward and backward) it
@@ -46,7 +46,9 @@ BATCH = 64
 
 def _program(np, layers, head):
     rng = __import__("numpy").random.default_rng(0)
-    widths = [16 + (7 * i) % 48 for i in range(layers + 1)]
+    # widths drawn at random: a sequence of widths that recurs (16 + 7i mod 48 does every
+    # 48 layers) would be rolled into a loop whose body is 48 layers, compiled as one
+    widths = [int(w) for w in rng.integers(16, 64, size=layers + 1)]
     params = [(rng.normal(size=(a, b)) / a ** 0.5, rng.normal(size=b) * 0.1)
               for a, b in zip(widths, widths[1:])]
     x = rng.normal(size=(BATCH, widths[0]))
@@ -165,8 +167,9 @@ def main(argv=None):
         shutil.rmtree(work, ignore_errors=True)
     commit = subprocess.run(["git", "-C", args.tree, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    result = {"program": "MLP of tanh layers of widths that all differ, batch 64, float64, "
-                         "value_and_grad; tiered off; each point a fresh process on one core",
+    result = {"program": "MLP of tanh layers of widths drawn at random (16 to 63), batch 64, "
+                         "float64, value_and_grad; tiered off; each point a fresh process "
+                         "on one core", "tree": args.tree,
               "commit": commit, "points": rows}
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as fh:
