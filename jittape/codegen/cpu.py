@@ -253,6 +253,10 @@ def generate(graph, name, version):
 PART_NODES = 160
 # candidate periods tried at each node when looking for repeated runs (_chunks)
 _PERIODS = 4
+# an operand made this many nodes back or fewer is told by its distance (_tokens); one
+# made farther is "far": a backward layer reads its forward layer's values from farther
+# back at each layer, and the layers must look alike
+_NEAR = 24
 
 
 def _weight(node):
@@ -341,7 +345,7 @@ def _chunks(nodes):
 def _tokens(nodes):
     """One int per node that equal nodes of repeated runs share: its op, parameters
     (sizes as sizes, not their values), result's dtype and rank, and where each operand
-    comes from (so many nodes back, or from outside the nodes)."""
+    comes from (so many nodes back, or from farther or outside the nodes)."""
     at = {n.out.id: k for k, n in enumerate(nodes)}
     out = []
     for k, n in enumerate(nodes):
@@ -349,7 +353,7 @@ def _tokens(nodes):
         for v in n.inputs:
             if isinstance(v, Var):
                 back = k - at.get(v.id, k + 1)
-                operands.append((v.dtype.str, v.ndim, back if 0 < back <= PART_NODES else -1))
+                operands.append((v.dtype.str, v.ndim, back if 0 < back <= _NEAR else -1))
             else:
                 operands.append(_sig(v))
         key = (n.prim.name, n.out.dtype.str, n.out.ndim, tuple(operands),
