@@ -348,3 +348,19 @@ def test_the_graph_on_numpy_takes_its_inputs_and_constants_only():
     np.testing.assert_array_equal(lowered.numpy(np.ones(3))[0], [2.0, 3.0, 4.0])
     with pytest.raises(TypeError, match="takes 1 inputs and 1 array constants"):
         lowered.numpy(np.ones(3), np.zeros(3))
+
+
+def test_results_on_numpy_never_alias_the_arguments(gate):
+    """A region that returns its input (a cond's branch, a while loop that runs no
+    step) or a view of an argument: the kernel copies it, and so does the graph on
+    NumPy (a regression: the first, tiered call returned the argument itself)."""
+    x = np.array([0.5, -0.3, 0.2])
+    programs = [lambda x: jt.cond(jt.sum(x) > 0, lambda v: v, lambda v: v * 2, x),
+                lambda x: jt.while_loop(lambda c: jt.sum(c) > 10.0, lambda c: c * 2, x),
+                lambda x: jt.switch(1, [lambda v: v * 2, lambda v: v[::-1]], x)]
+    for program in programs:
+        f = jt.function(program)
+        first = f(x)                              # on NumPy
+        assert f.cache_info().python_calls == 1
+        assert not np.shares_memory(first, x)
+        np.testing.assert_array_equal(first, program(x))

@@ -73,6 +73,9 @@ class Run:
         self.count = len(graph.inputs)
         self.arrays = [c for c in graph.consts if c.value.ndim > 0]
         self.scalars = [c for c in graph.consts if c.value.ndim == 0]
+        # outputs that may be an argument or a view of one: copied where they are, as
+        # the kernel copies them (a loop that ran no step returns its input carry)
+        self.may_alias = [k for k, v in enumerate(graph.outputs) if _may_alias(graph, v)]
 
     def __call__(self, *args):
         graph = self.graph
@@ -90,7 +93,32 @@ class Run:
         for c in self.scalars:
             env.values[c.var.id] = c.value[()]
         env.run(graph.nodes)
-        return tuple(env.value(v) for v in graph.outputs)
+        outs = [env.value(v) for v in graph.outputs]
+        if self.may_alias:
+            arrays = [a for a in args if isinstance(a, np.ndarray)]
+            for k in self.may_alias:
+                if isinstance(outs[k], np.ndarray) and any(
+                        np.may_share_memory(outs[k], a) for a in arrays):
+                    outs[k] = outs[k].copy()
+        return tuple(outs)
+
+
+def _may_alias(graph, v):
+    """Whether output ``v`` may share memory with an argument or a constant: one of them,
+    a view of one, or a region's output (its carry, unchanged where no step ran)."""
+    inputs = {x.id for x in graph.inputs} | {c.var.id for c in graph.consts}
+    while isinstance(v, Var) and v.ndim:
+        if v.id in inputs:
+            return True
+        node = v.node
+        if node is None:
+            return False
+        if getattr(node.prim, "interpret", None) is not None:
+            return True
+        if not node.prim.aliases:
+            return False
+        v = node.inputs[0]
+    return False
 
 
 class Env:
