@@ -262,3 +262,63 @@ def test_chunks_cover_the_nodes_in_order_and_cut_repeats_alike(seed):
         runs.append({tuple(n.prim.name for n in c) for c in chunks
                      if len(c) >= len(period) and all(n.prim.name.startswith("op") for n in c)})
     assert runs[0] and runs[0] & runs[1]
+
+
+def _cell(W, U, xs):
+    def step(h, x):
+        a = np.tanh(h @ W + x @ U)
+        b = np.sin(a) * np.cos(a) + a * a
+        c = np.exp(-b * b) + np.tanh(b @ W)
+        return c * 0.5 + h * 0.5, np.sum(c)
+    h, ys = jt.scan(step, np.zeros((4, 5)), xs)
+    return np.sum(h * h) + np.sum(ys)
+
+
+def _cell_args():
+    return (RNG.normal(size=(5, 5)) * 0.3, RNG.normal(size=(3, 5)) * 0.3,
+            RNG.normal(size=(7, 4, 3)))
+
+
+def test_a_large_loop_body_is_compiled_in_pieces(monkeypatch):
+    """A loop body of more than PART_NODES nodes (forward and backward) is cut into
+    functions that Numba compiles on their own (``SUBFUNCTIONS``) and the loop calls:
+    the eager gradients through every way of calling, and from the disk cache."""
+    args = _cell_args()
+    f = jt.value_and_grad(_cell, argnums=(0, 1))
+    lowered = f.lower(*args)
+    assert lowered.source.count("\ndef body_") >= 3 and "SUBFUNCTIONS = (" in lowered.source
+    want = _eager(_cell, args, argnums=(0, 1))
+    _close(f(*args), want)
+    _close(f(*args), want)
+    for run in (lowered.python, lowered.numpy, f.kernel(*args)):
+        out = run(*args)
+        _close((out[0], list(out[1:])), want)
+    monkeypatch.setattr(build, "_TABLE", {})              # as a new process
+    f.cache_clear()
+    _close(f(*args), want)
+    info = f.cache_info()
+    assert (info.compiles, info.disk_hits) == (1, 1)
+
+
+def test_a_while_loop_and_a_cond_with_large_bodies():
+    def newton(a, x0):
+        def cond(c):
+            x, k = c
+            return (k < 6) & (np.abs(x * x * x + np.sin(x) * a - a) > 1e-12)
+
+        def body(c):
+            x, k = c
+            f = x * x * x + np.sin(x) * a - a + np.tanh(x) * 0.0
+            df = 3.0 * x * x + np.cos(x) * a + np.exp(-x * x) * 0.0
+            return x - f / df, k + 1
+        x, _ = jt.while_loop(cond, body, (x0, 0))
+        big = jt.cond(x > 0, lambda v: np.sin(v) * np.cos(v) + np.exp(-v) * v * v + np.tanh(v),
+                      lambda v: np.cos(v) * 2.0 - v, x)
+        return big * a
+    f = jt.grad(newton, argnums=0)
+    a = np.float64(1.3)
+    assert "SUBFUNCTIONS = (" in f.lower(a, np.float64(0.8)).source
+    got = f(a, np.float64(0.8))
+    step = 1e-6
+    want = (newton(a + step, np.float64(0.8)) - newton(a - step, np.float64(0.8))) / (2 * step)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

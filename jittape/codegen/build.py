@@ -241,6 +241,10 @@ def _build(root, source, func_name, key, njit_options, parts=()):
         # an empty dict means every option on for the next signature
         from numba.core.cpu_options import ParallelOptions
         options["parallel"] = ParallelOptions(dict(parallel))
+    for name in getattr(module, "SUBFUNCTIONS", ()):   # pieces of large loop bodies: the
+        # kernel calls them, each compiled on its own (and kept in the kernel's disk cache)
+        setattr(module, name, numba.njit(cache=False, pipeline_class=KernelCompiler,
+                                         **options)(getattr(module, name)))
     if parts:        # a large graph: parts, each a kernel of its own, called by Python
         kernels = {}
         for name, code in parts:

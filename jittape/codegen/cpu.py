@@ -10,6 +10,7 @@ flag, so NaN and inf behave as in NumPy (``error_model="numpy"``: 1/0 gives inf)
 """
 
 import ast
+import builtins
 import collections
 import hashlib
 import io
@@ -76,6 +77,7 @@ class Context:
         self.check_numerics = graph.check_numerics
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
+        self.functions = {}             # name -> source of a loop body's function (block)
         self.messages = []              # what the kernel's raises mean (see message)
         self._projections = None
         # literal sizes the kernel checks equal to an input's size on entry (passes/sizes:
@@ -101,8 +103,36 @@ class Context:
 
     def block(self, nodes, live_out):
         """The lines computing ``nodes`` (a loop body's), fused and scheduled as the
-        graph's own; ``live_out``: the ids of the values read after them."""
-        return _emit(self, self.graph, nodes, live_out, reuse_buffers=False)
+        graph's own; ``live_out``: the ids of the values read after them.
+
+        A body of more than ``PART_NODES`` nodes is cut as a large graph is
+        (``_chunks``), each piece a function that Numba compiles on its own (the
+        module's ``SUBFUNCTIONS``, ``build``) and the loop calls: Numba's compile of
+        one function grows faster than its size."""
+        chunks = _chunks(nodes)
+        if len(chunks) == 1:
+            return _emit(self, self.graph, nodes, live_out, reuse_buffers=False)
+        pieces = []
+        for j, chunk in enumerate(chunks):
+            later = live_out | _reads([n for c in chunks[j + 1:] for n in c])
+            pieces.append(_emit(self, self.graph, chunk, later, reuse_buffers=False))
+        events = [_events(ast.parse("\n".join(p)).body, ordered=True) for p in pieces]
+        needed = {self.name(n.out) for n in nodes if n.out.id in live_out}
+        returns = [None] * len(pieces)
+        params = [[n for n in loads if n not in _GLOBALS and n not in self.functions]
+                  for loads, _ in events]
+        for j in range(len(pieces) - 1, -1, -1):
+            returns[j] = [n for n in events[j][1] if n in needed]
+            needed = (needed - set(events[j][1])) | set(params[j])
+        lines = []
+        for j, piece in enumerate(pieces):
+            name, text, _, _ = _function(self, "body", piece, params[j], returns[j],
+                                         renumber=False)
+            self.functions[name] = text
+            out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
+            call = f"{name}({', '.join(params[j])})"
+            lines.append(f"{out} = {call}" if returns[j] else call)
+        return lines
 
     def projected(self, region):
         """The indices of ``region``'s outputs that the graph reads (its ``scan_output``
@@ -240,6 +270,10 @@ def generate(graph, name, version):
     if parts:
         source += (f"PARTS = {tuple(name for name, _ in modules)!r}   # each compiled on its "
                    "own, named by its code; kernel() is Python that calls them\n\n")
+    if ctx.functions:
+        source += (f"SUBFUNCTIONS = {tuple(ctx.functions)!r}   # pieces of large loop bodies, "
+                   "each compiled on its own\n\n")
+        lines = [line for text in ctx.functions.values() for line in (text, "")] + lines
     source += "\n".join(lines) + "\n"
     readable = HEADER.format(version=version, name=name, digest=digest) + _explained(source, ctx)
     return Module(names.readable(readable, graph), "kernel", names.code_only(source),
@@ -261,6 +295,13 @@ _NEAR = 24
 
 def _weight(node):
     return 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
+
+
+# names a generated module binds at its top (imports) and Python's own: not parameters
+_GLOBALS = frozenset(
+    {n.asname or n.name for st in ast.parse(IMPORTS).body
+     if isinstance(st, (ast.Import, ast.ImportFrom)) for n in st.names}
+    | set(dir(builtins)))
 
 
 def _chunks(nodes):
@@ -453,24 +494,12 @@ def _parts(ctx, parts, given, result, narrow=None):
         needed = (needed - set(events[j][1])) | set(params[j])
     functions, calls, modules, seen = [], [], [], set()
     for j, lines in enumerate(parts):
-        local = {n: f"_a{k}" for k, n in enumerate(params[j])}
-        counts = collections.Counter()
-        for n in events[j][1]:
-            kind = re.match(r"[A-Za-z]*", n).group(0) or "x"
-            local[n] = f"_{kind}{counts[kind]}"
-            counts[kind] += 1
-        own, codes = _own_numbers(_explained("\n".join(lines), ctx))
-        out = ", ".join(local[n] for n in returns[j]) + ("," if len(returns[j]) == 1 else "")
-        body = [f"def part({', '.join(local[n] for n in params[j])}):"]
-        body += ["    " + line for line in _renamed(own, local).split("\n")]
-        body += [f"    return ({out})"]
-        text = "\n".join(body)
-        code = names.code_only(text)
-        name = "part_" + hashlib.blake2b(code.encode(), digest_size=8).hexdigest()
+        name, text, code, codes = _function(ctx, "part", lines, params[j], returns[j],
+                                            renumber=True)
         if name not in seen:
             seen.add(name)
-            functions += [f"def {name}{text[len('def part'):]}", ""]
-            modules.append((name, _part_module(ctx, name, code[len("def part"):])))
+            functions += [text, ""]
+            modules.append((name, _part_module(ctx, name, code)))
         out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
         call = f"{name}({', '.join(params[j])})"
         call = f"{out} = {call}" if returns[j] else call
@@ -483,6 +512,34 @@ def _parts(ctx, parts, given, result, narrow=None):
         calls += [f"{n} = {names.dtype_code(narrow[n])}({n})   # (back to its type)"
                   for n in returns[j] if narrow and n in narrow]
     return functions, calls, tuple(modules)
+
+
+def _function(ctx, prefix, lines, params, returns, renumber):
+    """(name, source, code) of a function of ``lines`` taking ``params`` and returning
+    ``returns`` (names of the lines), and the kernel's numbers of its raises where
+    ``renumber`` numbers them in the function (else they stay the kernel's, and that
+    list is empty). Its names are its own: parameters ``_a0, _a1, ...`` and the rest
+    by kind, in the order they appear; it is named ``<prefix>_<hash of its code>``, so
+    equal code is one function."""
+    local = {n: f"_a{k}" for k, n in enumerate(params)}
+    counts = collections.Counter()
+    for n in _events(ast.parse("\n".join(lines)).body, ordered=True)[1]:
+        if n not in local:
+            kind = re.match(r"[A-Za-z]*", n).group(0) or "x"
+            local[n] = f"_{kind}{counts[kind]}"
+            counts[kind] += 1
+    text, codes = _explained("\n".join(lines), ctx), []
+    if renumber:
+        text, codes = _own_numbers(text)
+    out = ", ".join(local[n] for n in returns) + ("," if len(returns) == 1 else "")
+    body = [f"def {prefix}({', '.join(local[n] for n in params)}):"]
+    body += ["    " + line for line in _renamed(text, local).split("\n")]
+    body += [f"    return ({out})"]
+    text = "\n".join(body)
+    code = names.code_only(text)
+    name = f"{prefix}_" + hashlib.blake2b(code.encode(), digest_size=8).hexdigest()
+    return (name, f"def {name}{text[len('def ' + prefix):]}",
+            f"def {name}{code[len('def ' + prefix):]}", codes)
 
 
 def _own_numbers(text):
@@ -512,17 +569,34 @@ def _renamed(text, mapping):
 
 
 def _part_module(ctx, name, code):
-    """The code of a part's own module: the imports, the helpers it calls (linked), its
-    parallel options where it has prange loops, and the function, named ``name``."""
-    tree = ast.parse(f"def {name}{code}")
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    """The code of a part's own module: the imports, the helpers it calls (linked), the
+    functions of loop bodies it calls (``Context.block``), its parallel options where it
+    has prange loops, and the function ``code``."""
+    functions = _called(ctx, code)
+    code = "".join(names.code_only(ctx.functions[f]) for f in functions) + code
+    used = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
     text = IMPORTS
     links = [f"link({helper}, {key!r})\n" for helper, key in ctx.links if helper in used]
     if links:
         text += "".join(links) + "\n"
     if "numba.prange(" in code:
         text += f"PARALLEL_OPTIONS = {PRANGE_ONLY!r}\n\n"
-    return names.code_only(text + f"def {name}{code}")
+    if functions:
+        text += f"SUBFUNCTIONS = {tuple(functions)!r}\n\n"
+    return names.code_only(text + code)
+
+
+def _called(ctx, code):
+    """The functions of loop bodies (``ctx.functions``) that ``code`` calls, and those
+    they call, in the order they are found."""
+    found, todo = [], [code]
+    while todo:
+        tree = ast.parse(todo.pop())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and n.id in ctx.functions and n.id not in found:
+                found.append(n.id)
+                todo.append(ctx.functions[n.id])
+    return found
 
 
 def _events(stmts, ordered=False):
