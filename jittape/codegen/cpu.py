@@ -116,14 +116,8 @@ class Context:
         for j, chunk in enumerate(chunks):
             later = live_out | _reads([n for c in chunks[j + 1:] for n in c])
             pieces.append(_emit(self, self.graph, chunk, later, reuse_buffers=False))
-        events = [_events(ast.parse("\n".join(p)).body, ordered=True) for p in pieces]
-        needed = {self.name(n.out) for n in nodes if n.out.id in live_out}
-        returns = [None] * len(pieces)
-        params = [[n for n in loads if n not in _GLOBALS and n not in self.functions]
-                  for loads, _ in events]
-        for j in range(len(pieces) - 1, -1, -1):
-            returns[j] = [n for n in events[j][1] if n in needed]
-            needed = (needed - set(events[j][1])) | set(params[j])
+        params, returns = _interfaces(self, pieces, {self.name(n.out) for n in nodes
+                                                     if n.out.id in live_out})
         lines = []
         for j, piece in enumerate(pieces):
             name, text, _, _ = _function(self, "body", piece, params[j], returns[j],
@@ -254,8 +248,7 @@ def generate(graph, name, version):
     result = f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
     modules = ()
     if parts:
-        functions, calls, modules = _parts(ctx, parts, args + _size_names(body), result,
-                                           _narrow_scalars(graph))
+        functions, calls, modules = _parts(ctx, parts, result, _narrow_scalars(graph))
         body += calls
         lines = functions + lines
     body.append(result)
@@ -445,11 +438,6 @@ class _Windows:
                 and self.tokens[i:i + n] == self.tokens[j:j + n])
 
 
-def _size_names(lines):
-    """The names that the lines (the kernel's opening: shapes read, checks) assign."""
-    return sorted(_events(ast.parse("\n".join(lines)).body)[1]) if lines else []
-
-
 def _narrow_scalars(graph):
     """{name in the code: dtype} of the graph's 0-d values of a type that Python's own
     numbers would widen (float32, int32, uint8, complex64, ...), region outputs too:
@@ -467,12 +455,27 @@ def _narrow_scalars(graph):
     return found
 
 
-def _parts(ctx, parts, given, result, narrow=None):
+def _interfaces(ctx, pieces, needed):
+    """(parameters, returns) of each of ``pieces`` (lists of lines run in turn) for
+    functions of them: the names a piece reads before it assigns them (not the module's
+    own: imports, Python's, the functions of loop bodies), and the names it assigns
+    that later pieces or what runs after them (``needed``) read."""
+    events = [_events(ast.parse("\n".join(lines)).body, ordered=True) for lines in pieces]
+    params = [[n for n in loads if n not in _GLOBALS and n not in ctx.functions]
+              for loads, _ in events]
+    returns = [None] * len(pieces)
+    for j in range(len(pieces) - 1, -1, -1):
+        returns[j] = [n for n in events[j][1] if n in needed]
+        needed = (needed - set(events[j][1])) | set(params[j])
+    return params, returns
+
+
+def _parts(ctx, parts, result, narrow=None):
     """(source lines of the part functions, the kernel's lines calling them in turn,
     ((name, code of the part's own module), ...)) for the lines of each part.
 
-    A part's parameters are the names it reads before it assigns them that the kernel's
-    arguments, the sizes it read on entry or an earlier part define; it returns what
+    A part's parameters are the names it reads before it assigns them (the kernel's
+    arguments, the sizes it read on entry, what earlier parts return); it returns what
     later parts and the kernel's ``result`` read of what it assigns. Its names are its
     own (parameters ``_a0, _a1, ...`` and the rest by kind, in the order they appear),
     and so are the numbers of its raises (the call maps them back to the kernel's,
@@ -480,18 +483,7 @@ def _parts(ctx, parts, given, result, narrow=None):
     are one function, named by its code, compiled once and shared by every kernel that
     has it (``build``). The kernel that calls them is Python: 0-d values of ``narrow``
     types ({name: dtype}) are made that type again after the call that returns them."""
-    parsed = [ast.parse("\n".join(lines)).body for lines in parts]
-    events = [_events(stmts, ordered=True) for stmts in parsed]
-    defined = set(given)
-    params = []
-    for first_loads, stores in events:
-        params.append([n for n in first_loads if n in defined])
-        defined |= set(stores)
-    needed = set(_events(ast.parse(result).body)[0])
-    returns = [None] * len(parts)
-    for j in range(len(parts) - 1, -1, -1):
-        returns[j] = [n for n in events[j][1] if n in needed]
-        needed = (needed - set(events[j][1])) | set(params[j])
+    params, returns = _interfaces(ctx, parts, set(_events(ast.parse(result).body)[0]))
     functions, calls, modules, seen = [], [], [], set()
     for j, lines in enumerate(parts):
         name, text, code, codes = _function(ctx, "part", lines, params[j], returns[j],
