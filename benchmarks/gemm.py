@@ -4,7 +4,8 @@
 
 Times, side by side in interleaved rounds (``timing.measure``), on the shapes that
 matter to the benchmarks' losses (the MLP's forward product x @ W1, its gradient
-x.T @ dh with a transposed operand, a square product, the same in float64):
+x.T @ dh with a transposed operand, a square product, the same in float64, and the
+small products of an RNN's step and its gradient):
 
 - ``jittape``: ``codegen.gemm.matmul2d(a, b, threads=False)``, one thread;
 - ``jittape_threads``: the same with threads, on all of Numba's threads;
@@ -35,6 +36,8 @@ SHAPES = [  # name, m, k, n, transpose a (read x.T of a stored (k, m) array), dt
     ("mlp x.T@dh f32", 784, 256, 128, True, "float32"),
     ("square 512 f32", 512, 512, 512, False, "float32"),
     ("mlp x@W1 f64", 256, 784, 128, False, "float64"),
+    ("rnn h@W f64", 8, 32, 32, False, "float64"),          # an RNN step's products:
+    ("rnn h.T@g f64", 32, 8, 32, True, "float64"),         # b read in place (_gemm_small)
 ]
 
 
