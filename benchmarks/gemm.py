@@ -109,7 +109,7 @@ def main(argv=None):
         base = entry["numpy"]["median_us"]
         for system in entry:
             entry[system]["vs_numpy"] = entry[system]["median_us"] / base
-        print(f"{name:18s}" + "".join(f"{e['median_us']:9.0f} us {e['vs_numpy']:4.2f}x"
+        print(f"{name:18s}" + "".join(f"{e['median_us']:9.4g} us {e['vs_numpy']:4.2f}x"
                                       for e in entry.values()))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

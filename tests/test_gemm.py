@@ -158,13 +158,15 @@ def test_products_pick_the_small_path_where_b_is_small():
 @pytest.mark.parametrize("fma", [True, False])
 def test_the_tile_ir_is_valid_and_vector_wide(bits, fma):
     lanes = gemm.LANES[bits]
-    for rows in range(1, gemm.MR + 1):
+    for rows in (None, *range(1, gemm.MR + 1)):       # the packed kernel, the in-place ones
         text = gemm.tile_ir(bits, fma=fma, rows=rows)
         binding.parse_assembly(text).verify()
         assert f"<{lanes} x {'float' if bits == 32 else 'double'}>" in text
         assert ("@llvm.fma" in text.split("declare")[0]) == fma
         # one accumulator a register of the tile: rows x two halves of NR
-        assert text.count("= phi <") == 3 * 2 * rows
+        assert text.count("= phi <") == 3 * 2 * (rows or gemm.MR)
+        # the packed panel's stride is a constant; the in-place kernels take theirs
+        assert ("%ldb" in text) == (rows is not None)
     tiles = gemm.tiles_ir(bits)
     binding.parse_assembly(tiles).verify()
     assert all(f"@{gemm.tile_symbol(bits, rows)}(" in tiles for rows in range(1, gemm.MR + 1))

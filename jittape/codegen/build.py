@@ -704,7 +704,8 @@ def first_call(built, args):
     return result, compiled
 
 
-def part_dispatchers(kernel):
+def _part_dispatchers(kernel):
+    """The dispatchers of a kernel's parts."""
     return [part.dispatcher for part in kernel.parts.values()]
 
 
@@ -714,7 +715,7 @@ def _run_parts(kernel, args):
     another kernel's too, and done already: compiling is allowed again for the run, under
     the lock that such changes hold (``call_shared``). (result, whether any part compiled
     now, not loaded)."""
-    parts = part_dispatchers(kernel)
+    parts = _part_dispatchers(kernel)
     with LAYOUT_LOCK:
         before = [sum(p.stats.cache_misses.values()) if hasattr(p, "stats") else 0
                   for p in parts]

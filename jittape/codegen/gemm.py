@@ -69,15 +69,23 @@ IN_PLACE = 16384                       # b of at most this many elements: read u
 PARALLEL = 1 << 20                     # products of more multiply-adds: on Numba's threads
 
 
-def tile_ir(bits, fma=HAS_FMA, rows=MR):
-    """LLVM IR of ``void jittape_gemm_tile_f<bits>_r<rows>(i64 k, ptr a, i64 lda,
-    i64 step, ptr b, i64 ldb, ptr c, i64 ldc, i64 fresh)``:
-    ``c[r * ldc + j] = (0 if fresh else c[r * ldc + j]) + sum(a[r * lda + p * step] *
-    b[p * ldb + j] for p < k)`` for r < rows, j < NR (strides in elements; ``b`` a
-    packed panel, ``ldb`` = NR, or the rows of a small ``b`` read in place). ``fresh``
-    for the first block of the inner dimension: the result is written, not read (no
-    pass over memory to zero it first). With ``rows`` < MR, the last rows of a product
-    are computed without padding them to a whole tile."""
+def tile_ir(bits, fma=HAS_FMA, rows=None):
+    """LLVM IR of the micro-kernel.
+
+    Without ``rows``: ``void jittape_gemm_tile_f<bits>(i64 k, ptr a, i64 lda, i64 step,
+    ptr b, ptr c, i64 ldc, i64 fresh)``, ``c[r * ldc + j] = (0 if fresh else
+    c[r * ldc + j]) + sum(a[r * lda + p * step] * b[p * NR + j] for p < k)`` for
+    r < MR, j < NR (strides in elements; ``b`` a packed panel). ``fresh`` for the first
+    block of the inner dimension: the result is written, not read (no pass over memory
+    to zero it first).
+
+    With ``rows`` (1 to MR): ``jittape_gemm_tile_f<bits>_r<rows>``, the same for
+    ``rows`` rows of ``b`` read in place, its rows ``ldb`` elements apart (an argument
+    after ``b``): the small products' (``_gemm_small``). The packed product keeps its own
+    kernel, whose panel stride is a constant: called through ``_matmul2d``, where both
+    are linked, the large products ran 10% slower on the kernel of a variable stride."""
+    packed = rows is None
+    rows = MR if packed else rows
     lanes = LANES[bits]
     halves = 2
     ft = {32: "float", 64: "double"}[bits]
@@ -92,9 +100,10 @@ def tile_ir(bits, fma=HAS_FMA, rows=MR):
         return [f"  %{name}{r}_{h} = phi {vec} [{first.format(r=r, h=h)}, %{first_block}], "
                 f"[%{then}{r}_{h}, %{then_block}]" for r, h in tiles]
 
-    out = [f"define void @{tile_symbol(bits, rows)}(i64 %k, ptr noalias readonly %a, "
-           f"i64 %lda, i64 %step, ptr noalias readonly %b, i64 %ldb, ptr noalias %c, "
-           f"i64 %ldc, i64 %fresh) {{",
+    stride = "" if packed else "i64 %ldb, "
+    out = [f"define void @{tile_symbol(bits, None if packed else rows)}(i64 %k, "
+           f"ptr noalias readonly %a, i64 %lda, i64 %step, ptr noalias readonly %b, "
+           f"{stride}ptr noalias %c, i64 %ldc, i64 %fresh) {{",
            "entry:"]
     out += [f"  %arow{r} = mul i64 %lda, {r}" for r in range(rows)]
     for r, h in tiles:                                 # where the tile of c is
@@ -113,7 +122,7 @@ def tile_ir(bits, fma=HAS_FMA, rows=MR):
             "loop:",
             "  %p = phi i64 [0, %start], [%next, %loop]"]
     out += phis("s", "%c{r}_{h}", "start", "n", "loop")
-    out.append("  %bat = mul i64 %p, %ldb")
+    out.append(f"  %bat = mul i64 %p, {lanes * halves if packed else '%ldb'}")
     for h in range(halves):                            # a row of the b panel
         out += [f"  %bat{h} = add i64 %bat, {h * lanes}",
                 f"  %bp{h} = getelementptr {ft}, ptr %b, i64 %bat{h}",
@@ -142,16 +151,15 @@ def tile_ir(bits, fma=HAS_FMA, rows=MR):
 
 
 def tile_symbol(bits, rows=None):
-    """The micro-kernel of ``rows`` rows; without, the one that takes the rows as its
-    first argument (``tiles_ir``)."""
+    """The packed micro-kernel's symbol; with ``rows``, the in-place one of that many."""
     return f"jittape_gemm_tile_f{bits}" + ("" if rows is None else f"_r{rows}")
 
 
 def tiles_ir(bits):
-    """LLVM IR of ``void jittape_gemm_tile_f<bits>(i64 rows, ...)``: the micro-kernel
-    of ``rows`` (1 to MR) rows, the others' arguments following."""
+    """LLVM IR of ``void jittape_gemm_tiles_f<bits>(i64 rows, ...)``: the in-place
+    micro-kernel of ``rows`` (1 to MR) rows, the others' arguments following."""
     args = "i64 %k, ptr %a, i64 %lda, i64 %step, ptr %b, i64 %ldb, ptr %c, i64 %ldc, i64 %fresh"
-    out = [f"define void @{tile_symbol(bits)}(i64 %rows, {args}) {{",
+    out = [f"define void @{tiles_symbol(bits)}(i64 %rows, {args}) {{",
            "entry:",
            f"  switch i64 %rows, label %r{MR} ["
            + " ".join(f"i64 {r}, label %r{r}" for r in range(1, MR)) + "]"]
@@ -163,6 +171,10 @@ def tiles_ir(bits):
     types = "i64, ptr, i64, i64, ptr, i64, ptr, i64, i64"
     out += [f"declare void @{tile_symbol(bits, r)}({types})" for r in range(1, MR + 1)]
     return "\n".join(out) + "\n"
+
+
+def tiles_symbol(bits):
+    return f"jittape_gemm_tiles_f{bits}"
 
 
 def panel_ir(bits):
@@ -214,7 +226,7 @@ def _library(context, bits):
     library = _LIBRARIES.get(key)
     if library is None:
         library = context.codegen().create_library(f"jittape.gemm.f{bits}")
-        texts = [tile_ir(bits, rows=rows) for rows in range(1, MR + 1)]
+        texts = [tile_ir(bits)] + [tile_ir(bits, rows=rows) for rows in range(1, MR + 1)]
         for text in (*texts, tiles_ir(bits), panel_ir(bits)):
             module = binding.parse_assembly(text)
             module.verify()
@@ -225,12 +237,39 @@ def _library(context, bits):
 
 
 @intrinsic
-def tile(typingctx, rows, k, a, a_start, lda, step, b, b_start, ldb, c, c_start, ldc, fresh):
-    """Run the micro-kernel on ``rows`` (1 to MR) rows of ``a`` from element
-    ``a_start`` of its data (rows ``lda`` elements apart, columns ``step``), NR columns
-    of ``b`` from ``b_start`` (rows ``ldb`` apart: a packed panel, or ``b`` in place),
-    into the tile of ``c`` from ``c_start`` (one float dtype, arrays of any
-    dimensions); ``fresh``: write the tile, not add to it."""
+def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc, fresh):
+    """Run the packed micro-kernel on the MR rows of ``a`` from element ``a_start`` of
+    its data (rows ``lda`` elements apart, columns ``step``), the packed panel of ``b``
+    from ``b_start``, into the tile of ``c`` from ``c_start`` (``b`` and ``c`` 1-d; one
+    float dtype); ``fresh``: write the tile, not add to it."""
+    arrays = (a, b, c)
+    if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
+            and b.ndim == c.ndim == 1 and a.dtype in (types.float32, types.float64)):
+        return None
+    bits = a.dtype.bitwidth
+
+    def codegen(context, builder, signature, args):
+        steps, a_, a_at, lda_, step_, b_, b_at, c_, c_at, ldc_, fresh_ = args
+        context.active_code_library.add_linking_library(_library(context, bits))
+        i64 = llvm.IntType(64)
+        ptr = llvm.PointerType()
+        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64, i64])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
+        builder.call(fn, [steps, _element(context, builder, a, a_, a_at), lda_, step_,
+                          _element(context, builder, b, b_, b_at),
+                          _element(context, builder, c, c_, c_at), ldc_, fresh_])
+        return context.get_dummy_value()
+
+    return (types.void(types.intp, a, types.intp, types.intp, types.intp, b, types.intp,
+                       c, types.intp, types.intp, types.intp), codegen)
+
+
+@intrinsic
+def tile_rows(typingctx, rows, k, a, a_start, lda, step, b, b_start, ldb, c, c_start, ldc,
+              fresh):
+    """The in-place micro-kernel on ``rows`` (1 to MR) rows of ``a`` (as ``tile``) and NR
+    columns of ``b`` from element ``b_start`` of its data, its rows ``ldb`` elements
+    apart, into ``c`` (arrays of any dimensions)."""
     arrays = (a, b, c)
     if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
             and a.dtype in (types.float32, types.float64)):
@@ -239,13 +278,12 @@ def tile(typingctx, rows, k, a, a_start, lda, step, b, b_start, ldb, c, c_start,
 
     def codegen(context, builder, signature, args):
         rows_, steps, a_, a_at, lda_, step_, b_, b_at, ldb_, c_, c_at, ldc_, fresh_ = args
-        library = _library(context, bits)
-        context.active_code_library.add_linking_library(library)
+        context.active_code_library.add_linking_library(_library(context, bits))
         i64 = llvm.IntType(64)
         ptr = llvm.PointerType()
         fnty = llvm.FunctionType(llvm.VoidType(),
                                  [i64, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
+        fn = cgutils.get_or_insert_function(builder.module, fnty, tiles_symbol(bits))
         builder.call(fn, [rows_, steps, _element(context, builder, a, a_, a_at), lda_, step_,
                           _element(context, builder, b, b_, b_at), ldb_,
                           _element(context, builder, c, c_, c_at), ldc_, fresh_])
@@ -356,11 +394,10 @@ def _gemm_body(a, b):
                         at, rows, cols = 0, kc_max, 1
                     fresh = 1 if pc == 0 else 0
                     if i < full and width == nr:
-                        tile(MR, kc, source, at, rows, cols, b_pack, jr * kc, nr,
+                        tile(kc, source, at, rows, cols, b_pack, jr * kc,
                              flat, i * n + jc + jr, n, fresh)
                     else:
-                        tile(MR, kc, source, at, rows, cols, b_pack, jr * kc, nr,
-                             spare, 0, nr, 1)
+                        tile(kc, source, at, rows, cols, b_pack, jr * kc, spare, 0, nr, 1)
                         for r in range(min(MR, m - i)):
                             for j in range(width):
                                 if fresh:
@@ -403,7 +440,7 @@ def _gemm_small_body(a, b):
         i = t * (m // tiles) + min(t, m % tiles)
         rows = m // tiles + (1 if t < m % tiles else 0)
         for j in range(0, whole, nr):
-            tile(rows, depth, a, i * lda, lda, step, b, j, ldb, out, i * n + j, n, 1)
+            tile_rows(rows, depth, a, i * lda, lda, step, b, j, ldb, out, i * n + j, n, 1)
     if whole < n:
         width = n - whole
         panel = np.zeros(depth * nr, a.dtype)
@@ -414,7 +451,7 @@ def _gemm_small_body(a, b):
         for t in range(tiles):
             i = t * (m // tiles) + min(t, m % tiles)
             rows = m // tiles + (1 if t < m % tiles else 0)
-            tile(rows, depth, a, i * lda, lda, step, panel, 0, nr, spare, 0, nr, 1)
+            tile_rows(rows, depth, a, i * lda, lda, step, panel, 0, nr, spare, 0, nr, 1)
             for r in range(rows):
                 for j in range(width):
                     out[i + r, whole + j] = spare[r * nr + j]
@@ -499,12 +536,13 @@ def _product(a, b, threads=True):
 
         def impl(a, b, threads=True):
             m, depth, n = a.shape[0], a.shape[1], b.shape[1]
-            if n < half or (m < MR and depth > KC):
+            small = depth <= KC and depth * n <= IN_PLACE
+            if n < half or (m < MR and not small):
                 return blas_product(a, b)
             # as arrays of any layout ([:, :]): one compile per dtype, not per layout pair
             if threads and m * n * depth >= PARALLEL:
                 return _gemm_parallel(a[:, :], b[:, :])
-            if depth <= KC and depth * n <= IN_PLACE:
+            if small:
                 return _gemm_small(a[:, :], b[:, :])
             return _gemm(a[:, :], b[:, :])
         return impl
