@@ -5,7 +5,11 @@
 Times, side by side in interleaved rounds (``timing.measure``), on the shapes that
 matter to the benchmarks' losses (the MLP's forward product x @ W1, its gradient
 x.T @ dh with a transposed operand, a square product, the same in float64, and the
-small products of an RNN's step and its gradient):
+small products of an RNN's step and its gradient; each is called from Python, whose
+call costs about a microsecond for a Numba function and a few hundred nanoseconds for
+NumPy's ``@``, so those two rows measure the call more than the product: inside a
+kernel, ``_gemm_small`` takes 0.41 us for the first, NumPy's BLAS 0.39 us, as
+``docs/performance-notes.md`` records):
 
 - ``jittape``: ``codegen.gemm.matmul2d(a, b, threads=False)``, one thread;
 - ``jittape_threads``: the same with threads, on all of Numba's threads;
