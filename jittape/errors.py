@@ -206,11 +206,12 @@ def kernel_messages(messages):
 
 def renumbered(err, numbers):
     """A kernel's coded ``err`` raised by a part with the part's own number, as the
-    kernel's: ``numbers[k]`` for the part's ``k`` (``codegen.cpu._parts``)."""
+    kernel's: ``numbers[k - 1]`` for the part's ``-k`` (``codegen.cpu._parts``); the
+    kernel's own numbers (0 and up, from the functions of loop bodies it calls) pass."""
     args = err.args
-    if not args or type(args[0]) is not int or not 0 <= args[0] < len(numbers):
+    if not args or type(args[0]) is not int or not -len(numbers) <= args[0] < 0:
         return err
-    return type(err)(numbers[args[0]], *args[1:])
+    return type(err)(numbers[-args[0] - 1], *args[1:])
 
 
 def located(err, messages):

@@ -322,3 +322,44 @@ def test_a_while_loop_and_a_cond_with_large_bodies():
     step = 1e-6
     want = (newton(a + step, np.float64(0.8)) - newton(a - step, np.float64(0.8))) / (2 * step)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_an_error_at_the_first_call_of_a_kernel_in_parts_is_the_users():
+    """The first run stops in a part: the parts after it compiled nothing, and the
+    error is the user's, not Numba's (a regression: an empty AssertionError from
+    disabling the compile of a part without signatures)."""
+    layers, x = _layers([3, 4, 5, 6, 5, 4]), RNG.normal(size=(2, 3))
+
+    def picks(layers, x, i):
+        return _uneven(layers, x) + jt.sum(jt.gather(layers[-1][1], i))
+    f = jt.value_and_grad(picks)
+    for _ in range(2):
+        with pytest.raises(IndexError, match=r"index 9 is out of bounds .*test_parts\.py:"):
+            f(layers, x, np.array([0, 9]))
+    _close(f(layers, x, np.array([0, 3])),
+           _eager(lambda layers, x: picks(layers, x, np.array([0, 3])), (layers, x)))
+
+
+def test_an_error_in_a_piece_of_a_loop_body_in_a_part_keeps_its_message(monkeypatch):
+    """A part's own raises have numbers of their own (negative); the pieces of a loop
+    body that it calls raise the kernel's, which pass as they are (a regression: a
+    piece's error took the message of one of the part's raises, another line)."""
+    monkeypatch.setattr(cpu, "PART_NODES", 6)
+
+    def f(x, i1, i2, i3, j):
+        def small(v):
+            return jt.gather(v, i1) + jt.gather(v, i2) * jt.gather(v, i3)
+        def big(v):
+            w = np.sin(v) * 2.0 + np.cos(v)
+            w = np.tanh(w * w + v) * np.exp(-v)
+            w = np.sin(w) + np.cos(w * 3.0) * w
+            return jt.gather(w, j) * 1.5 + np.tanh(jt.gather(w, j))   # the bad index
+        return np.sum(jt.cond(np.sum(x) > 0, small, big, x))
+    g = jt.function(f)
+    x, one = -np.ones(5), lambda k: np.array([k])
+    g(x, one(0), one(1), one(2), one(3))
+    source = g.lower(x, one(0), one(1), one(2), one(3)).source
+    assert "SUBFUNCTIONS" in source and "renumbered(err" in source
+    line = f.__code__.co_firstlineno + 7
+    with pytest.raises(IndexError, match=rf"index 7 is out of bounds .*test_parts\.py:{line}\)"):
+        g(x, one(0), one(1), one(2), one(7))

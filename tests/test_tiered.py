@@ -364,3 +364,13 @@ def test_results_on_numpy_never_alias_the_arguments(gate):
         assert f.cache_info().python_calls == 1
         assert not np.shares_memory(first, x)
         np.testing.assert_array_equal(first, program(x))
+
+
+def test_a_broadcast_view_on_numpy_is_copied(gate):
+    """``np.broadcast_to`` on NumPy is a read-only view of the argument; the first,
+    tiered call returns a copy, as the kernel does."""
+    x = np.array([0.5, -0.3, 0.2])
+    f = jt.function(lambda x: np.broadcast_to(x, (2, 3)))
+    first = f(x)
+    assert f.cache_info().python_calls == 1
+    assert not np.shares_memory(first, x) and first.flags.writeable

@@ -724,8 +724,9 @@ def _run_parts(kernel, args):
         try:
             result = kernel.dispatcher(*args)
         finally:
-            for part in parts:
-                part.disable_compile()
+            for part in parts:         # (a part after an error in the run compiled
+                if part.signatures:    # nothing yet: it compiles at the next run)
+                    part.disable_compile()
         compiled = any(sum(p.stats.cache_misses.values()) > n
                        for p, n in zip(parts, before) if hasattr(p, "stats"))
     return result, compiled

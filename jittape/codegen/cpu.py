@@ -535,13 +535,14 @@ def _function(ctx, prefix, lines, params, returns, renumber):
 
 
 def _own_numbers(text):
-    """(``text`` with its raises numbered 0, 1, ... in order, the kernel's numbers
-    they stand for)."""
+    """(``text`` with its raises numbered -1, -2, ... in order, the kernel's numbers
+    they stand for). Negative: the pieces of loop bodies that a part calls raise the
+    kernel's own numbers (``Context.block``), which its call passes on as they are."""
     codes = []
 
     def sub(m):
         codes.append(int(m.group(2)))
-        return f"{m.group(1)}{len(codes) - 1}"
+        return f"{m.group(1)}{-len(codes)}"
     return re.sub(r"^(\s*raise \w+\()(\d+)\b", sub, text, flags=re.M), codes
 
 

@@ -14,7 +14,11 @@ are 1), the sizes that must be equal and the bounds (``SignatureMismatch``,
 ``SizeMismatch``, ``OutOfRange``), raised alike.
 """
 
+import bisect
+import itertools
+
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from .. import ir
 from ..errors import OutOfRange, SignatureMismatch, SizeMismatch
@@ -73,9 +77,6 @@ class Run:
         self.count = len(graph.inputs)
         self.arrays = [c for c in graph.consts if c.value.ndim > 0]
         self.scalars = [c for c in graph.consts if c.value.ndim == 0]
-        # outputs that may be an argument or a view of one: copied where they are, as
-        # the kernel copies them (a loop that ran no step returns its input carry)
-        self.may_alias = [k for k, v in enumerate(graph.outputs) if _may_alias(graph, v)]
 
     def __call__(self, *args):
         graph = self.graph
@@ -93,32 +94,27 @@ class Run:
         for c in self.scalars:
             env.values[c.var.id] = c.value[()]
         env.run(graph.nodes)
-        outs = [env.value(v) for v in graph.outputs]
-        if self.may_alias:
-            arrays = [a for a in args if isinstance(a, np.ndarray)]
-            for k in self.may_alias:
-                if isinstance(outs[k], np.ndarray) and any(
-                        np.may_share_memory(outs[k], a) for a in arrays):
-                    outs[k] = outs[k].copy()
-        return tuple(outs)
+        return _unshared(tuple(env.value(v) for v in graph.outputs), args)
 
 
-def _may_alias(graph, v):
-    """Whether output ``v`` may share memory with an argument or a constant: one of them,
-    a view of one, or a region's output (its carry, unchanged where no step ran)."""
-    inputs = {x.id for x in graph.inputs} | {c.var.id for c in graph.consts}
-    while isinstance(v, Var) and v.ndim:
-        if v.id in inputs:
-            return True
-        node = v.node
-        if node is None:
-            return False
-        if getattr(node.prim, "interpret", None) is not None:
-            return True
-        if not node.prim.aliases:
-            return False
-        v = node.inputs[0]
-    return False
+def _unshared(outs, args):
+    """``outs`` with a copy of each array that shares memory with an array of ``args``,
+    as the kernel returns them: an argument, a view of one (``np.broadcast_to``'s, read
+    only), a loop's carry where no step ran, a branch's operand. By the arrays' byte
+    ranges: one sort of the arguments', one search per output."""
+    spans = sorted(byte_bounds(a) for a in args if isinstance(a, np.ndarray) and a.size)
+    if not spans:
+        return outs
+    starts = [lo for lo, _ in spans]
+    reach = list(itertools.accumulate((hi for _, hi in spans), max))
+    out = list(outs)
+    for k, x in enumerate(out):
+        if isinstance(x, np.ndarray) and x.size:
+            lo, hi = byte_bounds(x)
+            j = bisect.bisect_left(starts, hi) - 1     # arguments starting before x ends
+            if j >= 0 and reach[j] > lo:               # one of them ends after x starts
+                out[k] = x.copy()
+    return tuple(out)
 
 
 class Env:
