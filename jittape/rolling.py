@@ -31,6 +31,7 @@ are (the run that makes them is not rolled).
 
 from . import ir, ops, tree
 from .ir import Var
+from .passes import repeats
 from .passes.cse import _key
 from .ops.indexing import getitem_prim
 from .regions import LOOP_VALUE, _region
@@ -39,6 +40,13 @@ from .trace import Tracer
 MIN_REPEATS = 3
 MIN_NODES = 24
 TRIES = 4                   # later occurrences of a node's signature tried as its period
+# A run whose block has this many nodes or more, made of alike layers of other sizes
+# (``passes.repeats``: its tokens repeat inside it), stays unrolled up to UNROLLED_ALIKE
+# nodes in all: its layers compile as parts shared by their code, where the rolled loop
+# would be one body of them all, with every layer's weights and residuals as the loop's
+# inputs and outputs (an MLP of 160 layers whose widths recur every 48: 25 s rolled)
+ALIKE_BLOCK = 48
+UNROLLED_ALIKE = 2048
 
 
 def roll(trace, results):
@@ -55,9 +63,10 @@ def roll(trace, results):
     for k in range(len(nodes) - 1, -1, -1):
         nxt[k] = last.get(sigs[k])
         last[sigs[k]] = k
+    alike = repeats.Windows(repeats.tokens(nodes))
     plans, i = [], 0
     while i < len(nodes):
-        plan = _find(nodes, sigs, pos, nxt, i)
+        plan = _find(nodes, sigs, pos, nxt, i, alike)
         if plan is None:
             i += 1
             continue
@@ -121,7 +130,7 @@ class _Plan:
         return nodes[self.start + j * self.period + i]
 
 
-def _find(nodes, sigs, pos, nxt, a):
+def _find(nodes, sigs, pos, nxt, a, alike):
     j, tries = nxt[a], 0
     while j is not None and tries < TRIES:
         p = j - a
@@ -131,10 +140,20 @@ def _find(nodes, sigs, pos, nxt, a):
         m = 1 + run // p
         if m >= MIN_REPEATS and p * m >= MIN_NODES:
             plan = _plan(nodes, pos, a, p, m)
-            if plan is not None:
+            if plan is not None and not _alike_layers(alike, plan):
                 return plan
         j, tries = nxt[j], tries + 1
     return None
+
+
+def _alike_layers(alike, plan):
+    """Whether the run of ``plan`` stays unrolled: its block is large and made of alike
+    layers (its tokens repeat inside it at a shorter period, its first layer aside: the
+    first reads the run's input), and the run is not too long unrolled (ALIKE_BLOCK)."""
+    a, p = plan.start, plan.period
+    if p < ALIKE_BLOCK or p * plan.repeats > UNROLLED_ALIKE:
+        return False
+    return any(alike.equal(a + q, a + 2 * q, p - 2 * q) for q in range(1, p // 3 + 1))
 
 
 def _plan(nodes, pos, a, p, m):

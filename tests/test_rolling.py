@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from jittape import rolling
 from test_loops import _numeric
 
 THIS_FILE = os.path.abspath(__file__)
@@ -195,3 +196,28 @@ def test_x_t_of_another_array_per_step_or_of_a_carry_is_not_rolled_wrong():
 
     _same_as_unrolled(per_step, (W, *arrs), 0)
     _same_as_unrolled(of_carry, (W,), 0)
+
+
+def _cycling(layers, x):
+    for w, b in layers:
+        x = np.tanh(x @ w + b)
+    return np.mean(x * x)
+
+
+def _widths_layers(widths):
+    rng = np.random.default_rng(9)
+    return [(rng.normal(size=(a, b)) / np.sqrt(a), rng.normal(size=b) * 0.1)
+            for a, b in zip(widths, widths[1:])]
+
+
+def test_a_large_block_of_alike_layers_of_other_sizes_stays_unrolled():
+    """Widths that recur every 20 layers make a run of 60-node blocks the loop rolling
+    could roll; its layers are alike at other sizes, so it stays unrolled, and the
+    layers compile as shared parts (rolling.ALIKE_BLOCK). Blocks of one layer roll."""
+    cycle = [3 + k % 20 for k in range(61)]         # 60 layers, widths recurring every 20
+    layers, x = _widths_layers(cycle), np.random.default_rng(1).normal(size=(2, 3))
+    assert 20 * 3 >= rolling.ALIKE_BLOCK
+    assert not _scans(_cycling, layers, x)
+    _same_as_unrolled(_cycling, (layers, x), 0)
+    same = _widths_layers([3] + [5] * 12)            # every layer alike, same sizes
+    assert _scans(_cycling, same, x)

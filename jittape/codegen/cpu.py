@@ -14,7 +14,6 @@ import builtins
 import collections
 import hashlib
 import io
-import math
 import re
 import tokenize
 
@@ -24,6 +23,7 @@ from .. import ir
 from ..ir import Var
 from ..passes import Group, Nest, nest, plan_buffers, projections, schedule
 from ..passes.fuse import row_reduction
+from ..passes import repeats
 from ..passes.memory import materialized
 from ..control import region_of
 from ..ops.core import COSTLY
@@ -280,10 +280,6 @@ def generate(graph, name, version):
 PART_NODES = 160
 # candidate periods tried at each node when looking for repeated runs (_chunks)
 _PERIODS = 4
-# an operand made this many nodes back or fewer is told by its distance (_tokens); one
-# made farther is "far": a backward layer reads its forward layer's values from farther
-# back at each layer, and the layers must look alike
-_NEAR = 24
 
 
 def _weight(node):
@@ -309,8 +305,8 @@ def _chunks(nodes):
     weights = [_weight(n) for n in nodes]
     if sum(weights) <= PART_NODES:
         return [nodes]
-    tokens = _tokens(nodes)
-    windows = _Windows(tokens)
+    tokens = repeats.tokens(nodes)
+    windows = repeats.Windows(tokens)
     chunks, straight, weight = [], [], 0
 
     def flush():
@@ -331,23 +327,23 @@ def _chunks(nodes):
             period = j - i
             if period > PART_NODES:
                 break
-            repeats = 1
-            while (i + (repeats + 1) * period <= len(nodes)
-                   and windows.equal(i, i + repeats * period, period)):
-                repeats += 1
-            if repeats >= 2 and repeats * period > best[0]:
-                best = (repeats * period, period)
+            times = 1
+            while (i + (times + 1) * period <= len(nodes)
+                   and windows.equal(i, i + times * period, period)):
+                times += 1
+            if times >= 2 and times * period > best[0]:
+                best = (times * period, period)
         covered, period = best
         if covered and sum(weights[i:i + covered]) >= PART_NODES // 4:
             # the run cut where its least rotation starts, not where it was found (which
             # the nodes before it decide): another program with these repeats after
             # other nodes (another loss, more layers) cuts them the same way
             shift = min(range(period), key=lambda r: tokens[i + r:i + r + period])
-            repeats = 1
-            while (i + shift + (repeats + 1) * period <= len(nodes)
-                   and windows.equal(i + shift, i + shift + repeats * period, period)):
-                repeats += 1
-            if repeats >= 2:
+            times = 1
+            while (i + shift + (times + 1) * period <= len(nodes)
+                   and windows.equal(i + shift, i + shift + times * period, period)):
+                times += 1
+            if times >= 2:
                 for k in range(shift):
                     if straight and weight + weights[i + k] > PART_NODES:
                         flush()
@@ -359,10 +355,10 @@ def _chunks(nodes):
                 # repeats per chunk by the run's size alone (so the same in a deeper
                 # model): chunks of about a quarter of a part, quick to compile
                 per = max(1, PART_NODES // 4 // run)
-                for first in range(0, repeats, per):
-                    last = min(first + per, repeats)
+                for first in range(0, times, per):
+                    last = min(first + per, times)
                     chunks.append(nodes[start + first * period:start + last * period])
-                end = start + repeats * period
+                end = start + times * period
                 for k in range(i + 1, end):      # (positions passed over)
                     nexts[tokens[k]].pop()
                 i = end
@@ -374,68 +370,6 @@ def _chunks(nodes):
         i += 1
     flush()
     return chunks
-
-
-def _tokens(nodes):
-    """One int per node that equal nodes of repeated runs share: its op, parameters
-    (sizes as sizes, not their values), result's dtype and rank, and where each operand
-    comes from (so many nodes back, or from farther or outside the nodes)."""
-    at = {n.out.id: k for k, n in enumerate(nodes)}
-    out = []
-    for k, n in enumerate(nodes):
-        operands = []
-        for v in n.inputs:
-            if isinstance(v, Var):
-                back = k - at.get(v.id, k + 1)
-                operands.append((v.dtype.str, v.ndim, back if 0 < back <= _NEAR else -1))
-            else:
-                operands.append(_sig(v))
-        key = (n.prim.name, n.out.dtype.str, n.out.ndim, tuple(operands),
-               tuple(sorted((name, _sig(value)) for name, value in n.params.items())))
-        # (a hash of the key's text, not a count: the same in every program)
-        out.append(int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=7).digest(),
-                                  "little"))
-    return out
-
-
-def _sig(value):
-    """A parameter as a token sees it: sizes and graphs by kind, arrays by shape class."""
-    if isinstance(value, ir.Dim):
-        return "size"
-    if isinstance(value, (bool, int, float, complex, str, type(None))):
-        return value
-    if isinstance(value, (tuple, list)):
-        return tuple(_sig(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _sig(v)) for k, v in value.items()))
-    if isinstance(value, np.dtype):
-        return value.str
-    if isinstance(value, ir.Graph):
-        return ("graph", len(value.nodes))
-    return type(value).__name__
-
-
-class _Windows:
-    """Equality of runs of a token list in constant time: polynomial hashes of its
-    prefixes (modulo a prime), checked in full where they agree."""
-
-    MOD = (1 << 61) - 1
-    BASE = 1_000_003
-
-    def __init__(self, tokens):
-        self.tokens = tokens
-        self.prefix = [0]
-        self.powers = [1]
-        for t in tokens:
-            self.prefix.append((self.prefix[-1] * self.BASE + t + 1) % self.MOD)
-            self.powers.append(self.powers[-1] * self.BASE % self.MOD)
-
-    def _hash(self, i, n):
-        return (self.prefix[i + n] - self.prefix[i] * self.powers[n]) % self.MOD
-
-    def equal(self, i, j, n):
-        return (self._hash(i, n) == self._hash(j, n)
-                and self.tokens[i:i + n] == self.tokens[j:j + n])
 
 
 def _narrow_scalars(graph):
