@@ -63,7 +63,7 @@ def roll(trace, results):
     for k in range(len(nodes) - 1, -1, -1):
         nxt[k] = last.get(sigs[k])
         last[sigs[k]] = k
-    alike = repeats.Windows(repeats.tokens(nodes))
+    alike = _Alike(nodes)
     plans, i = [], 0
     while i < len(nodes):
         plan = _find(nodes, sigs, pos, nxt, i, alike)
@@ -144,6 +144,20 @@ def _find(nodes, sigs, pos, nxt, a, alike):
                 return plan
         j, tries = nxt[j], tries + 1
     return None
+
+
+class _Alike:
+    """The size-free tokens of the trace's nodes (``passes.repeats``), made when a
+    large block first asks."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+        self._windows = None
+
+    def equal(self, i, j, n):
+        if self._windows is None:
+            self._windows = repeats.Windows(repeats.tokens(self.nodes))
+        return self._windows.equal(i, j, n)
 
 
 def _alike_layers(alike, plan):

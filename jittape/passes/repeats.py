@@ -33,11 +33,19 @@ def tokens(nodes):
             else:
                 operands.append(signature(v))
         key = (n.prim.name, n.out.dtype.str, n.out.ndim, tuple(operands),
-               tuple(sorted((name, signature(value)) for name, value in n.params.items())))
-        # (a hash of the key's text, not a count: the same in every program)
-        out.append(int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=7).digest(),
-                                  "little"))
+               tuple(sorted((name, signature(value)) for name, value in n.params.items())
+                     if n.params else ()))
+        token = _TOKENS.get(key)
+        if token is None:     # a hash of the key's text, not a count: the same in every
+            if len(_TOKENS) > 100_000:                  # program and every process
+                _TOKENS.clear()
+            token = _TOKENS[key] = int.from_bytes(
+                hashlib.blake2b(repr(key).encode(), digest_size=7).digest(), "little")
+        out.append(token)
     return out
+
+
+_TOKENS = {}                  # key -> token: few kinds of nodes, hashed once each
 
 
 def signature(value):
