@@ -26,7 +26,9 @@ same part in every block:
 Values of the run read after it are the final carries, or the blocks' values stacked
 (``ys``) and read at their step. A run is rolled from ``MIN_REPEATS`` blocks and
 ``MIN_NODES`` nodes on; values that guards or assigned variables hold are left as they
-are (the run that makes them is not rolled).
+are (the run that makes them is not rolled), and so is a run whose block is large and
+made of alike layers of other sizes (``ALIKE_BLOCK``: code generation shares them as
+parts).
 """
 
 from . import ir, ops, tree
