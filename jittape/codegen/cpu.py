@@ -112,10 +112,7 @@ class Context:
         chunks = _chunks(nodes)
         if len(chunks) == 1:
             return _emit(self, self.graph, nodes, live_out, reuse_buffers=False)
-        pieces = []
-        for j, chunk in enumerate(chunks):
-            later = live_out | _reads([n for c in chunks[j + 1:] for n in c])
-            pieces.append(_emit(self, self.graph, chunk, later, reuse_buffers=False))
+        pieces = _pieces(self, chunks, live_out, reuse_buffers=False)
         params, returns = _interfaces(self, pieces, {self.name(n.out) for n in nodes
                                                      if n.out.id in live_out})
         lines = []
@@ -123,9 +120,7 @@ class Context:
             name, text, _, _ = _function(self, "body", piece, params[j], returns[j],
                                          renumber=False)
             self.functions[name] = text
-            out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
-            call = f"{name}({', '.join(params[j])})"
-            lines.append(f"{out} = {call}" if returns[j] else call)
+            lines.append(_call(name, params[j], returns[j]))
         return lines
 
     def projected(self, region):
@@ -224,9 +219,7 @@ def generate(graph, name, version):
         if len(chunks) == 1:
             body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
         else:            # parts compiled each on its own, called in turn (see _parts)
-            for j, chunk in enumerate(chunks):
-                later = outputs | _reads([n for c in chunks[j + 1:] for n in c])
-                parts.append(_emit(ctx, graph, chunk, later, reuse_buffers=True))
+            parts = _pieces(ctx, chunks, outputs, reuse_buffers=True)
     else:
         loop = Loop(graph)
         body += _emit(ctx, graph, loop.before, outputs | loop.reads_later(), reuse_buffers=False)
@@ -389,6 +382,29 @@ def _narrow_scalars(graph):
     return found
 
 
+def _pieces(ctx, chunks, live_out, reuse_buffers):
+    """The lines of each of ``chunks`` (runs of nodes, in order), each emitted knowing
+    what the later ones and ``live_out`` read."""
+    laters, later = [], set(live_out)
+    for chunk in reversed(chunks):             # (what each reads after it: one pass back)
+        laters.append(set(later))
+        later |= _reads(chunk)
+    return [_emit(ctx, ctx.graph, chunk, later, reuse_buffers)
+            for chunk, later in zip(chunks, reversed(laters))]
+
+
+def _tuple(items):
+    """Source of a tuple's items: ``a, b`` (``a,`` for one)."""
+    items = list(items)
+    return ", ".join(items) + ("," if len(items) == 1 else "")
+
+
+def _call(name, params, returns):
+    """The line calling function ``name`` and assigning what it returns."""
+    call = f"{name}({', '.join(params)})"
+    return f"{_tuple(returns)} = {call}" if returns else call
+
+
 def _interfaces(ctx, pieces, needed):
     """(parameters, returns) of each of ``pieces`` (lists of lines run in turn) for
     functions of them: the names a piece reads before it assigns them (not the module's
@@ -426,9 +442,7 @@ def _parts(ctx, parts, result, narrow=None):
             seen.add(name)
             functions += [text, ""]
             modules.append((name, _part_module(ctx, name, code)))
-        out = ", ".join(returns[j]) + ("," if len(returns[j]) == 1 else "")
-        call = f"{name}({', '.join(params[j])})"
-        call = f"{out} = {call}" if returns[j] else call
+        call = _call(name, params[j], returns[j])
         if codes:
             calls += ["try:", f"    {call}",
                       "except KERNEL_ERRORS as err:",
@@ -457,10 +471,9 @@ def _function(ctx, prefix, lines, params, returns, renumber):
     text, codes = _explained("\n".join(lines), ctx), []
     if renumber:
         text, codes = _own_numbers(text)
-    out = ", ".join(local[n] for n in returns) + ("," if len(returns) == 1 else "")
     body = [f"def {prefix}({', '.join(local[n] for n in params)}):"]
     body += ["    " + line for line in _renamed(text, local).split("\n")]
-    body += [f"    return ({out})"]
+    body += [f"    return ({_tuple(local[n] for n in returns)})"]
     text = "\n".join(body)
     code = names.code_only(text)
     name = f"{prefix}_" + hashlib.blake2b(code.encode(), digest_size=8).hexdigest()

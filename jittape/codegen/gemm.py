@@ -242,22 +242,13 @@ def tile(typingctx, k, a, a_start, lda, step, b, b_start, c, c_start, ldc, fresh
     its data (rows ``lda`` elements apart, columns ``step``), the packed panel of ``b``
     from ``b_start``, into the tile of ``c`` from ``c_start`` (``b`` and ``c`` 1-d; one
     float dtype); ``fresh``: write the tile, not add to it."""
-    arrays = (a, b, c)
-    if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
-            and b.ndim == c.ndim == 1 and a.dtype in (types.float32, types.float64)):
+    if not (_floats(a, b, c) and b.ndim == c.ndim == 1):
         return None
-    bits = a.dtype.bitwidth
 
     def codegen(context, builder, signature, args):
         steps, a_, a_at, lda_, step_, b_, b_at, c_, c_at, ldc_, fresh_ = args
-        context.active_code_library.add_linking_library(_library(context, bits))
-        i64 = llvm.IntType(64)
-        ptr = llvm.PointerType()
-        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, i64, ptr, ptr, i64, i64])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, tile_symbol(bits))
-        builder.call(fn, [steps, _element(context, builder, a, a_, a_at), lda_, step_,
-                          _element(context, builder, b, b_, b_at),
-                          _element(context, builder, c, c_, c_at), ldc_, fresh_])
+        _call_ir(context, builder, a.dtype.bitwidth, tile_symbol(a.dtype.bitwidth),
+                 [steps, (a, a_, a_at), lda_, step_, (b, b_, b_at), (c, c_, c_at), ldc_, fresh_])
         return context.get_dummy_value()
 
     return (types.void(types.intp, a, types.intp, types.intp, types.intp, b, types.intp,
@@ -270,28 +261,38 @@ def tile_rows(typingctx, rows, k, a, a_start, lda, step, b, b_start, ldb, c, c_s
     """The in-place micro-kernel on ``rows`` (1 to MR) rows of ``a`` (as ``tile``) and NR
     columns of ``b`` from element ``b_start`` of its data, its rows ``ldb`` elements
     apart, into ``c`` (arrays of any dimensions)."""
-    arrays = (a, b, c)
-    if not (all(isinstance(t, types.Array) and t.dtype == a.dtype for t in arrays)
-            and a.dtype in (types.float32, types.float64)):
+    if not _floats(a, b, c):
         return None
-    bits = a.dtype.bitwidth
 
     def codegen(context, builder, signature, args):
         rows_, steps, a_, a_at, lda_, step_, b_, b_at, ldb_, c_, c_at, ldc_, fresh_ = args
-        context.active_code_library.add_linking_library(_library(context, bits))
-        i64 = llvm.IntType(64)
-        ptr = llvm.PointerType()
-        fnty = llvm.FunctionType(llvm.VoidType(),
-                                 [i64, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, tiles_symbol(bits))
-        builder.call(fn, [rows_, steps, _element(context, builder, a, a_, a_at), lda_, step_,
-                          _element(context, builder, b, b_, b_at), ldb_,
-                          _element(context, builder, c, c_, c_at), ldc_, fresh_])
+        _call_ir(context, builder, a.dtype.bitwidth, tiles_symbol(a.dtype.bitwidth),
+                 [rows_, steps, (a, a_, a_at), lda_, step_, (b, b_, b_at), ldb_,
+                  (c, c_, c_at), ldc_, fresh_])
         return context.get_dummy_value()
 
     return (types.void(types.intp, types.intp, a, types.intp, types.intp, types.intp, b,
                        types.intp, types.intp, c, types.intp, types.intp, types.intp),
             codegen)
+
+
+def _floats(*arrays):
+    """Whether ``arrays`` (Numba types) are arrays of one float dtype, float32 or 64."""
+    first = arrays[0]
+    return (all(isinstance(t, types.Array) and t.dtype == first.dtype for t in arrays)
+            and first.dtype in (types.float32, types.float64))
+
+
+def _call_ir(context, builder, bits, symbol, items):
+    """Call ``symbol`` of the micro-kernels' library (linked in) with ``items``: i64
+    values, and (array type, array, start) for a pointer to an array's element."""
+    context.active_code_library.add_linking_library(_library(context, bits))
+    i64, ptr = llvm.IntType(64), llvm.PointerType()
+    values = [_element(context, builder, *item) if isinstance(item, tuple) else item
+              for item in items]
+    fnty = llvm.FunctionType(llvm.VoidType(),
+                             [ptr if isinstance(item, tuple) else i64 for item in items])
+    builder.call(cgutils.get_or_insert_function(builder.module, fnty, symbol), values)
 
 
 def _element(context, builder, ty, value, start):
@@ -303,21 +304,13 @@ def _element(context, builder, ty, value, start):
 def pack_panel(typingctx, k, b, b_start, ldb, dst, dst_start):
     """Pack ``k`` rows of NR contiguous elements of ``b``'s data from element
     ``b_start`` (rows ``ldb`` elements apart) into ``dst`` (1-d) from ``dst_start``."""
-    if not (isinstance(b, types.Array) and isinstance(dst, types.Array)
-            and b.dtype == dst.dtype and dst.ndim == 1
-            and b.dtype in (types.float32, types.float64)):
+    if not (_floats(b, dst) and dst.ndim == 1):
         return None
-    bits = b.dtype.bitwidth
 
     def codegen(context, builder, signature, args):
         steps, b_, b_at, ldb_, dst_, dst_at = args
-        context.active_code_library.add_linking_library(_library(context, bits))
-        i64 = llvm.IntType(64)
-        ptr = llvm.PointerType()
-        fnty = llvm.FunctionType(llvm.VoidType(), [i64, ptr, i64, ptr])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, panel_symbol(bits))
-        builder.call(fn, [steps, _element(context, builder, b, b_, b_at), ldb_,
-                          _element(context, builder, dst, dst_, dst_at)])
+        _call_ir(context, builder, b.dtype.bitwidth, panel_symbol(b.dtype.bitwidth),
+                 [steps, (b, b_, b_at), ldb_, (dst, dst_, dst_at)])
         return context.get_dummy_value()
 
     return types.void(types.intp, b, types.intp, types.intp, dst, types.intp), codegen
@@ -407,7 +400,8 @@ def _gemm_body(a, b):
     return out
 
 
-def _gemm_small_body(a, b):
+@numba.njit(error_model="numpy", cache=True)
+def _gemm_small(a, b):
     """a @ b for 2-d float32 or float64 arrays of one dtype and any strides, where the
     inner dimension is one block (at most KC) and ``b`` stays in the L1 or L2 cache
     (``IN_PLACE`` elements at most): the products of a small layer or of an RNN's step.
@@ -433,6 +427,12 @@ def _gemm_small_body(a, b):
     ldb = b.strides[0] // size
     nr = 2 * (REGISTER_BYTES // size)
     whole = n - n % nr
+    width = n - whole
+    panel = np.zeros(depth * nr if width else 0, a.dtype)   # the last columns, padded
+    for p in range(depth if width else 0):
+        for j in range(width):
+            panel[p * nr + j] = b[p, whole + j]
+    spare = np.empty(MR * nr, a.dtype)
     # the rows in tiles of as even a size as MR allows (8 rows: 4 + 4, not 6 + 2): a
     # step of a tile of r rows takes max(r, FMA latency) cycles, 4 and 4 fewer than 6 and 2
     tiles = (m + MR - 1) // MR
@@ -441,16 +441,7 @@ def _gemm_small_body(a, b):
         rows = m // tiles + (1 if t < m % tiles else 0)
         for j in range(0, whole, nr):
             tile_rows(rows, depth, a, i * lda, lda, step, b, j, ldb, out, i * n + j, n, 1)
-    if whole < n:
-        width = n - whole
-        panel = np.zeros(depth * nr, a.dtype)
-        for p in range(depth):
-            for j in range(width):
-                panel[p * nr + j] = b[p, whole + j]
-        spare = np.empty(MR * nr, a.dtype)
-        for t in range(tiles):
-            i = t * (m // tiles) + min(t, m % tiles)
-            rows = m // tiles + (1 if t < m % tiles else 0)
+        if width:
             tile_rows(rows, depth, a, i * lda, lda, step, panel, 0, nr, spare, 0, nr, 1)
             for r in range(rows):
                 for j in range(width):
@@ -513,7 +504,6 @@ SEVERAL_THREADS = _one_thread
 _gemm = numba.njit(error_model="numpy", cache=True)(_named(_gemm_body, "_gemm"))
 _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
     _named(_gemm_body, "_gemm_parallel", SEVERAL_THREADS=_several_threads))
-_gemm_small = numba.njit(error_model="numpy", cache=True)(_gemm_small_body)
 
 
 def product(a, b, threads=True):
