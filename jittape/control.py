@@ -169,12 +169,11 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
 # ---------------------------------------------------------------------------
 # loops and branches with JAX's interface
 #
-# Eagerly they run as Python (tapes record each step). In a compiled function for the
-# CPU, ``scan``, ``fori_loop`` and ``while_loop`` trace their body once into a region
+# Eagerly they run as Python (tapes record each step). In a compiled function (CPU or
+# CUDA), ``scan``, ``fori_loop`` and ``while_loop`` trace their body once into a region
 # (``regions.py``): a loop in the generated code, whatever the trip count; ``cond`` and
-# ``switch`` on a traced value trace each branch once into a region that runs one. On
-# the CUDA target, and while a tape records inside the compiled function, each step is
-# straight-line code and a branch on a traced value is a guard (the variant traced
+# ``switch`` on a traced value trace each branch once into a region that runs one.
+# While a tape records inside the compiled function, each step is straight-line code and a branch on a traced value is a guard (the variant traced
 # takes the branch the values take, another call taking the other branch traces that
 # one), as a Python loop or ``if`` would. A Python ``if`` on a traced value in a loop
 # body, where there is one trace for every step, raises and names jt.cond. Their

@@ -23,6 +23,13 @@ a value of the forward body form the backward body, and each forward value they 
 a residual: the forward region outputs it stacked over the steps (a new ``scan_output``)
 and the backward region reads one step of it. The cotangents of the captured values are
 carries of the backward loop, summed step by step.
+
+Code generation: each region has one lowering for both targets. The loop's structure
+(steps, stacks, the test, the branches) is the lowering's; what its arrays are is the
+backend context's (``enter``, ``step``, ``stack``, ``put``, ``row``, ``on_host``,
+``result`` of ``codegen.cpu.Context``): Python names of NumPy arrays in a Numba function
+on the CPU, device buffers in the host driver on CUDA (``codegen.cuda.CudaContext``),
+where each step launches the body's kernels.
 """
 
 import numpy as np
@@ -119,31 +126,28 @@ def _lower_scan(ctx, node):
     carries, elements = body.inputs[:nc], body.inputs[nc:nc + nx]
     new, ys = body.outputs[:nc], body.outputs[nc:]
     used = ctx.projected(node)
-    lines = [f"{ctx.name(c)} = {ctx.name(v)}" for c, v in zip(carries, node.inputs[:nc])]
+    lines = ctx.enter(carries, node.inputs[:nc])
     for j, y in enumerate(ys):
         if isinstance(y, Var) and nc + j in used:
-            lines.append(f"{region}_{nc + j} = empty({ctx.shape((n,) + tuple(y.shape))}, "
-                         f"{ctx.dtype(y.dtype)})")
+            lines += ctx.stack(f"{region}_{nc + j}", ctx.shape((n,) + tuple(y.shape)), y.dtype)
     t = ctx.tmp("step")
     steps = f"range({n - 1}, -1, -1)" if p["reverse"] else f"range({n})"
     lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
-    inner = [f"{ctx.name(x)} = {ctx.name(v)}[{t}]"
-             for x, v in zip(elements, node.inputs[nc:nc + nx])]
+    inner = [ctx.row(x, ctx.name(v), t) for x, v in zip(elements, node.inputs[nc:nc + nx])]
     stacked = [(j, y) for j, y in enumerate(ys) if isinstance(y, Var) and nc + j in used]
     live = {v.id for v in new if isinstance(v, Var)} | {y.id for _, y in stacked}
     inner += ctx.block(body.nodes, live)
-    inner += [f"put({region}_{nc + j}, {t}, {ctx.name(y)})" for j, y in stacked]
-    inner += _assign(ctx, carries, new)
+    inner += [ctx.put(f"{region}_{nc + j}", t, y) for j, y in stacked]
+    inner += ctx.step(carries, new)
     lines += ["    " + line for line in inner]
     for j, (c, v) in enumerate(zip(carries, new)):
         if j in used:
-            copy = ".copy()" if c.ndim and not _fresh(body, v) else ""
-            lines.append(f"{region}_{j} = {ctx.name(c)}{copy}")
+            lines.append(ctx.result(f"{region}_{j}", c, _fresh(body, v)))
     return lines
 
 
 def _lower_output(ctx, node):
-    return [f"{ctx.name(node.out)} = {ctx.name(node.inputs[0])}_{node.params['index']}"]
+    return ctx.region_output(node)
 
 
 def _region_abstract(*inputs, **params):
@@ -188,18 +192,19 @@ def interpret_output(env, node):
     env.values[node.out.id] = value
 
 
-SCAN = LoopPart("scan", "scan", _region_abstract, _lower_scan, None, regions=("body",))
+SCAN = LoopPart("scan", "scan", _region_abstract, _lower_scan, _lower_scan, regions=("body",))
 SCAN.interpret = _interpret_scan
-SCAN_OUTPUT = LoopPart("scan_output", "scan_output", None, _lower_output, None)
+SCAN_OUTPUT = LoopPart("scan_output", "scan_output", None, _lower_output, _lower_output)
 SCAN_OUTPUT.interpret = interpret_output
 RECORDS = (LOOP_VALUE, SCAN, SCAN_OUTPUT)
 
 
 def compiles_as_loop(trace):
-    """Whether a scan in ``trace`` becomes a region: on the CPU target, with no tape
-    recording inside the compiled function (a tape records ops one by one)."""
+    """Whether a scan in ``trace`` becomes a region: in a compiled function (on either
+    target: the CUDA driver runs the loop, launching the body's kernels each step), with
+    no tape recording inside it (a tape records ops one by one)."""
     from .recording import thread_tapes
-    return trace is not None and trace.target == "cpu" and not thread_tapes()
+    return trace is not None and not thread_tapes()
 
 
 def _slot(trace, shape, dtype, k):
@@ -519,55 +524,43 @@ def _lower_while(ctx, node):
     cond, body, nc = p["cond"], p["body"], p["carries"]
     region = ctx.name(node.out)
     carries = body.inputs[:nc]
-    lines = [f"{ctx.name(c)} = {ctx.name(v)}" for c, v in zip(carries, node.inputs[:nc])]
+    lines = ctx.enter(carries, node.inputs[:nc])
     grad = "back" in p
     if grad:
         count, size = ctx.tmp("count"), ctx.tmp("capacity")
         lines += [f"{count} = 0", f"{size} = 16"]
         stacks = [ctx.tmp("stack") for _ in carries]
-        lines += [f"{st} = empty({_rows(ctx, size, c.shape)}, {ctx.dtype(c.dtype)})"
-                  for st, c in zip(stacks, carries)]
+        for st, c in zip(stacks, carries):
+            lines += ctx.stack(st, _rows(ctx, size, c.shape), c.dtype, fixed=False)
     lines.append("while True:   # the loop of jt.while_loop")
     inner = ctx.block(cond.nodes, {v.id for v in cond.outputs if isinstance(v, Var)})
-    inner += [f"if not {ctx.name(cond.outputs[0])}:", "    break"]
+    read, test = ctx.on_host(cond.outputs[0])
+    inner += read + [f"if not {test}:", "    break"]
     if grad:                          # the step's carry, kept for the backward loop
         inner += [f"if {count} == {size}:", f"    {size} = 2 * {size}"]
-        inner += [f"    {st} = grown({st}, {size})" for st in stacks]
-        inner += [f"put({st}, {count}, {ctx.name(c)})" for st, c in zip(stacks, carries)]
+        inner += ["    " + ctx.grow(st, size) for st in stacks]
+        inner += [ctx.put(st, count, c) for st, c in zip(stacks, carries)]
         inner.append(f"{count} += 1")
     inner += ctx.block(body.nodes, {v.id for v in body.outputs if isinstance(v, Var)})
-    inner += _assign(ctx, carries, body.outputs)
+    inner += ctx.step(carries, body.outputs)
     lines += ["    " + line for line in inner]
     if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
-        for j, c in enumerate(carries):
-            lines.append(f"{region}_{j} = {ctx.name(c)}{'.copy()' if c.ndim else ''}")
-        return lines
+        return lines + [ctx.result(f"{region}_{j}", c, False) for j, c in enumerate(carries)]
     back, nb = p["back"], p["cotangents"]
     own = back.inputs[:nb]
-    lines += [f"{ctx.name(g)} = {ctx.name(v)}" for g, v in zip(own, node.inputs[nc:nc + nb])]
+    lines += ctx.enter(own, node.inputs[nc:nc + nb])
     t = ctx.tmp("step")
     lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
-    inner = [f"{ctx.name(c)} = {st}[{t}]" for st, c in zip(stacks, back.inputs[nb:nb + nc])]
+    inner = [ctx.row(c, st, t) for st, c in zip(stacks, back.inputs[nb:nb + nc])]
     inner += ctx.block(back.nodes, {v.id for v in back.outputs if isinstance(v, Var)})
-    inner += _assign(ctx, own, back.outputs)
+    inner += ctx.step(own, back.outputs)
     lines += ["    " + line for line in inner]
-    for j, g in enumerate(own):          # (copied, as above: no step leaves the initial)
-        lines.append(f"{region}_{j} = {ctx.name(g)}{'.copy()' if g.ndim else ''}")
-    return lines
+    # (copied, as above: no step leaves the initial)
+    return lines + [ctx.result(f"{region}_{j}", g, False) for j, g in enumerate(own)]
 
 
 def _rows(ctx, count, shape):
     return "(" + ", ".join([count] + [ctx.size(d) for d in shape]) + ",)"
-
-
-def _assign(ctx, targets, values):
-    """``a, b = x, y``: a loop's carries take their new values at once."""
-    if not targets:
-        return []
-    if len(targets) == 1:
-        return [f"{ctx.name(targets[0])} = {ctx.name(values[0])}"]
-    return [", ".join(ctx.name(c) for c in targets) + " = "
-            + ", ".join(ctx.name(v) for v in values)]
 
 
 def _interpret_while(env, node):
@@ -599,9 +592,9 @@ def _interpret_while(env, node):
     env.outputs(node, own)
 
 
-WHILE = LoopPart("while_loop", "while", _region_abstract, _lower_while, None,
+WHILE = LoopPart("while_loop", "while", _region_abstract, _lower_while, _lower_while,
                  regions=("cond", "body"))
-WHILE_GRAD = LoopPart("while_grad", "while", _region_abstract, _lower_while, None,
+WHILE_GRAD = LoopPart("while_grad", "while", _region_abstract, _lower_while, _lower_while,
                       regions=("cond", "body", "back"))
 WHILE.interpret = WHILE_GRAD.interpret = _interpret_while
 RECORDS = RECORDS + (WHILE, WHILE_GRAD)
@@ -733,10 +726,11 @@ def _lower_switch(ctx, node):
     p = node.params
     n = p["operands"]
     region = ctx.name(node.out)
-    index = ctx.name(node.inputs[0])
     names = [f"branch{k}" for k in range(len(node.prim.regions))]
     first = node.params[names[0]]
     lines = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(first.inputs[:n], node.inputs[1:1 + n])]
+    read, index = ctx.on_host(node.inputs[0])
+    lines += read
     for k, name in enumerate(names):
         graph = node.params[name]
         test = (f"if {index} <= 0:" if k == 0 else
@@ -745,9 +739,7 @@ def _lower_switch(ctx, node):
         inner = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(graph.inputs[:n], first.inputs[:n])
                  if v is not a]
         inner += ctx.block(graph.nodes, {v.id for v in graph.outputs if isinstance(v, Var)})
-        inner += [f"{region}_{j} = {ctx.name(v)}" + (".copy()" if v.ndim and not _fresh(graph, v)
-                                                      else "")
-                  for j, v in enumerate(graph.outputs)]
+        inner += [ctx.result(f"{region}_{j}", v, _fresh(graph, v)) for j, v in enumerate(graph.outputs)]
         lines += ["    " + line for line in inner or ["pass"]]
     return lines
 
@@ -770,7 +762,7 @@ def switch_record(n):
     found = _SWITCHES.get(n)
     if found is None:
         found = _SWITCHES[n] = LoopPart(f"switch_{n}", "switch", _region_abstract, _lower_switch,
-                                        None, regions=tuple(f"branch{k}" for k in range(n)))
+                                        _lower_switch, regions=tuple(f"branch{k}" for k in range(n)))
         found.region_vjp = switch_vjp
         found.interpret = _interpret_switch
     return found

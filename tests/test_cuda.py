@@ -19,6 +19,7 @@ from jittape.codegen import cuda_runtime
 from corpus import CASES
 from test_jit_corpus import NAMES, check_compiled
 from test_ops import _close, _eager, _op_program, all_ops
+import test_loops as loops
 
 pytestmark = [pytest.mark.filterwarnings("ignore::numba.NumbaPerformanceWarning"),
               pytest.mark.usefixtures("cache_dir")]
@@ -221,22 +222,82 @@ def test_partial_reductions_with_no_output_elements_on_cuda():
     assert "max(1, min(n, MAX_BLOCKS))" in source     # never a grid of no blocks
 
 
-def test_loops_on_cuda_match_the_cpu():
-    """On the CUDA target a scan, fori_loop or while_loop (and a Python loop) is traced
-    step by step (no region), with the same gradients as the CPU's loop regions."""
-    rng = np.random.default_rng(4)
-    w, xs, h0 = rng.normal(size=(3, 3)) * 0.5, rng.normal(size=(5, 2, 3)), rng.normal(size=(2, 3))
+_LOOP_RNG = np.random.default_rng(4)
+W_LOOP = _LOOP_RNG.normal(size=(3, 3)) * 0.5
+XS_LOOP = _LOOP_RNG.normal(size=(5, 2, 3))
+H0_LOOP = _LOOP_RNG.normal(size=(2, 3))
 
-    def loss(w, xs, h0):
-        h, ys = jt.scan(lambda h, x: (jt.tanh(h @ w + x), jt.sum(h)), h0, xs)
-        h = jt.fori_loop(0, 3, lambda i, h: jt.sin(h) * 0.9, h)
-        h, _ = jt.while_loop(lambda c: c[1] < 2, lambda c: (c[0] * 1.1, c[1] + 1), (h, 0))
-        return jt.sum(h * h) + jt.sum(ys)
 
-    cpu = jt.value_and_grad(loss, argnums=(0, 1, 2))(w, xs, h0)
-    graph = jt.value_and_grad(loss, argnums=(0, 1, 2), target="cuda").lower(w, xs, h0).ir
-    assert not any(n.prim.kind == "loop" for n in graph.all_nodes())
-    gpu = jt.value_and_grad(loss, argnums=(0, 1, 2), target="cuda")(w, xs, h0)
+def _newton_sqrt(a):
+    x, _ = jt.while_loop(lambda c: jt.abs(c[0] * c[0] - a) > 1e-12 * a,
+                         lambda c: (0.5 * (c[0] + a / c[0]), c[1] + 1), (a * 0 + 1.0, 0))
+    return x
+
+
+def _mixed(w, xs, h0):
+    h, ys = jt.scan(lambda h, x: (jt.tanh(h @ w + x), jt.sum(h)), h0, xs)
+    h = jt.fori_loop(0, 3, lambda i, h: jt.sin(h) * 0.9, h)
+    h, _ = jt.while_loop(lambda c: c[1] < 2, lambda c: (c[0] * 1.1, c[1] + 1), (h, 0))
+    return jt.sum(h * h) + jt.sum(ys)
+
+
+@pytest.mark.parametrize("loss, args", [
+    (_mixed, (W_LOOP, XS_LOOP, H0_LOOP)),
+    (loops._pytree_reverse, (W_LOOP, XS_LOOP, H0_LOOP)),
+    (loops._fori, (W_LOOP, loops.XS, H0_LOOP)),
+    (loops._int_carry, (W_LOOP, H0_LOOP)),
+    (loops._nested, (W_LOOP, XS_LOOP[:3], H0_LOOP)),
+    (loops._checkpointed(3, True), (W_LOOP, loops.XS, H0_LOOP)),
+    (loops._branchy, (W_LOOP, XS_LOOP, H0_LOOP)),
+    (loops._damped, (W_LOOP * 0.6, H0_LOOP)),
+    (lambda a: _newton_sqrt(a * a) + 0.0, (np.float64(3.0),)),
+], ids=["mixed", "pytree-reverse", "fori", "int-carry", "nested", "checkpointed", "cond-switch",
+        "while-data", "newton"])
+def test_loops_on_cuda_are_loops_and_match_the_cpu(loss, args):
+    """On the CUDA target a scan, fori_loop, while_loop or cond is a region, as on the
+    CPU: the driver runs its steps, launching the body's kernels (one set of kernels
+    whatever the trip count), with the CPU's values and gradients."""
+    argnums = tuple(range(len(args)))
+    cpu = jt.value_and_grad(loss, argnums=argnums)(*args)
+    f = jt.value_and_grad(loss, argnums=argnums, target="cuda")
+    assert any(n.prim.kind == "loop" for n in f.lower(*args).ir.all_nodes())
+    gpu = f(*args)
     np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-10)
     for a, b in zip(gpu[1], cpu[1]):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_a_cuda_while_loop_of_another_trip_count_is_the_same_kernel():
+    """The trip count is read on the host at each call (not fixed when traced)."""
+    f = jt.grad(_newton_sqrt, target="cuda")
+    for a in (2.0, 50.0, 1e6):
+        np.testing.assert_allclose(f(np.float64(a)), 0.5 / np.sqrt(a), rtol=1e-8)
+    assert f.cache_info().traces == 1
+    source = f.lower(np.float64(2.0)).source
+    assert "while True:" in source and "host_value(" in source
+
+
+def test_a_cuda_scan_compiles_its_body_once_whatever_its_length():
+    def rnn(w, xs, h0):
+        h, _ = jt.scan(lambda h, x: (jt.tanh(h @ w + x), None), h0, xs)
+        return jt.sum(h * h)
+
+    kernels = []
+    for n in (4, 40):
+        xs = np.resize(XS_LOOP, (n, 2, 3))
+        f = jt.value_and_grad(rnn, argnums=(0, 2), target="cuda")
+        kernels.append(f.lower(W_LOOP, xs, H0_LOOP).source.count("@cuda.jit"))
+        got = f(W_LOOP, xs, H0_LOOP)
+        want = jt.value_and_grad(rnn, argnums=(0, 2))(W_LOOP, xs, H0_LOOP)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-10)
+        for a, b in zip(got[1], want[1]):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert kernels[0] == kernels[1]
+
+
+def test_an_index_computed_on_the_device_reads_its_value():
+    """A rank-0 index computed by a kernel is a one-element device array: the gather
+    reads its element (a regression: it compared the array itself with the bounds)."""
+    x, y = np.arange(12.0).reshape(4, 3), np.array([1.0, 0.0, 2.0, 0.0])
+    f = lambda x, y: jt.sum(x[jt.cast(jt.sum(y), jt.int64)])   # noqa: E731
+    assert float(jt.function(f, target="cuda")(x, y)) == float(jt.function(f)(x, y)) == 30.0

@@ -169,9 +169,58 @@ class Context:
             return names.const_name(v)
         return names.value_name(v)
 
+    def scalar(self, v):
+        """The source of rank-0 value ``v`` where the code of an element reads it."""
+        return self.name(v)
+
     def tmp(self, prefix="w"):
         self._n += 1
         return f"{prefix}{self._n}"
+
+    # What a loop's lowering (``regions.py``) asks of its backend: the loop's structure
+    # is the same on every target, its arrays are the backend's.
+
+    def enter(self, carries, values):
+        """Lines giving a loop's carries (Vars of its body) their first ``values``."""
+        return [f"{self.name(c)} = {self.name(v)}" for c, v in zip(carries, values)]
+
+    def step(self, carries, values):
+        """Lines giving the carries their next values, all at once (``a, b = b, a``)."""
+        if not carries:
+            return []
+        return [", ".join(self.name(c) for c in carries) + " = "
+                + ", ".join(self.name(v) for v in values)]
+
+    def stack(self, name, shape, dtype, fixed=True):
+        """Lines making ``name`` a loop's stack of steps: an array of ``shape`` (source,
+        rows first); ``fixed``: its size is known before the loop runs."""
+        return [f"{name} = empty({shape}, {self.dtype(dtype)})"]
+
+    def put(self, stack, t, v):
+        """The line storing ``v`` as row ``t`` (source) of ``stack``."""
+        return f"put({stack}, {t}, {self.name(v)})"
+
+    def row(self, x, stack, t):
+        """The line making ``x`` (a Var of a body) row ``t`` of ``stack``."""
+        return f"{self.name(x)} = {stack}[{t}]"
+
+    def grow(self, stack, size):
+        """The line giving ``stack`` room for ``size`` rows (its rows kept)."""
+        return f"{stack} = grown({stack}, {size})"
+
+    def on_host(self, v):
+        """(lines, source) of ``v``'s value where the code that runs the loop reads it (a
+        loop's test, a switch's index)."""
+        return [], self.name(v)
+
+    def result(self, name, v, fresh):
+        """The line making ``name`` (a region's output) ``v``'s value after the loop:
+        an array the region owns (copied unless ``fresh``: made by the body itself)."""
+        return f"{name} = {self.name(v)}" + (".copy()" if v.ndim and not fresh else "")
+
+    def region_output(self, node):
+        """The lines of ``node``, output ``params["index"]`` of a region."""
+        return [f"{self.name(node.out)} = {self.name(node.inputs[0])}_{node.params['index']}"]
 
     shape = staticmethod(names.shape_code)
     size = staticmethod(names.size_code)

@@ -13,6 +13,9 @@ differs).
   A reduction over some axes gives each output element a block (a tree over the block,
   for long reductions or few outputs) or one thread looping over the reduced axes; the
   driver picks by the sizes, and Numba compiles only the kernel that runs.
+- Loops (``regions.py``: scan, while, switch) run in the driver, each step launching the
+  body's kernels; a carry lives in two buffers, the step's new value copied into the one
+  it did not read; a while loop's test and a switch's index are read on the host.
 - Matrix products call ``cuda_runtime.matmul2d`` (cuBLAS through CuPy when installed, a
   tiled shared-memory kernel otherwise); reshapes are views; transposes are kernels.
 - Values of rank 0 computed on the device are one-element arrays (read as ``v[0]``);
@@ -58,9 +61,9 @@ from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, slice_length, slice_start, slice_step,
 )
 from jittape.codegen.cuda_runtime import (  # noqa: F401
-    FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, fill, is_device_array,
-    matmul2d, onehot, relu_f32, relu_f64, result, scalar_to_host, sigmoid_f32, sigmoid_f64,
-    sign, simulator, softplus_f32, softplus_f64, stage, to_host,
+    FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, device_empty, fill, grown,
+    host_value, is_device_array, matmul2d, onehot, relu_f32, relu_f64, result, scalar_to_host,
+    sigmoid_f32, sigmoid_f64, sign, simulator, softplus_f32, softplus_f64, stage, to_host,
 )
 
 _CACHE = not simulator()           # Numba keeps the kernels' machine code on disk
@@ -107,6 +110,8 @@ class CudaContext(Context):
         self.buffer = buffer             # buffer(var) -> the driver line taking its buffer
         self.kernels = kernels           # the module's kernels (source), in order
         self.errors = []                 # templates of the errors kernels record (index_error)
+        self.carry_buffers = {}          # a loop's carry (var id) -> its two buffers' names
+        self.emit = None                 # emit(nodes, live_out): driver lines (generate's)
 
     def index_error(self, template, index, size):
         """Kernel lines recording an index out of range in the module's error flag
@@ -150,6 +155,75 @@ class CudaContext(Context):
         launch.append("n = " + (" * ".join(sizes) if rank else "1"))
         launch.append(f"{kname}[blocks(n), THREADS](n, {', '.join(sizes + params)})")
         return launch
+
+    # Loops (``regions.py``) run in the driver: each step launches the body's kernels.
+    # A body's values live in buffers of their own, written again at every step, so a
+    # carry lives in two buffers of its own, the next value copied into the one the
+    # step did not read; rank-0 carries, elements and outputs are device scalars.
+
+    def block(self, nodes, live_out):
+        return [line for block in self.emit(nodes, live_out) for line in block.split("\n")]
+
+    def _slot(self, name, shape, dtype):
+        """The driver line taking a buffer of the module's own for ``name``."""
+        return self.buffer(None, (name, shape, np.dtype(dtype)))
+
+    def _scalar(self, v):
+        if v.ndim == 0:
+            self.device_scalars.add(v.id)
+
+    def enter(self, carries, values):
+        lines = []
+        for c, v in zip(carries, values):
+            pair = self.carry_buffers[c.id] = (self.tmp("carry"), self.tmp("carry"))
+            shape = names.shape_code(c.shape) if c.ndim else "(1,)"
+            lines += [self._slot(b, shape, c.dtype) for b in pair]
+            lines += [_copy(pair[0], self._operand(v), c.shape), f"{self.name(c)} = {pair[0]}"]
+            self._scalar(c)
+        return lines
+
+    def step(self, carries, values):
+        lines, moves = [], []
+        for c, v in zip(carries, values):
+            a, b = self.carry_buffers[c.id]
+            nxt = self.tmp("next")
+            lines += [f"{nxt} = {b} if {self.name(c)} is {a} else {a}",
+                      _copy(nxt, self._operand(v), c.shape)]
+            moves.append(f"{self.name(c)} = {nxt}")
+        return lines + moves
+
+    def stack(self, name, shape, dtype, fixed=True):
+        if fixed:
+            return [self._slot(name, shape, dtype)]
+        return [f"{name} = device_empty({shape}, {names.dtype_code(dtype)})"]
+
+    def put(self, stack, t, v):
+        return _copy(stack, self._operand(v), v.shape, t)
+
+    def row(self, x, stack, t):
+        self._scalar(x)
+        return f"{self.name(x)} = {stack}[{t}{f':{t} + 1' if x.ndim == 0 else ''}]"
+
+    def on_host(self, v):
+        if not self.scalar_on_device(v):
+            return [], self.name(v)
+        value = self.tmp("host")
+        return [f"{value} = host_value({self.name(v)})"], value
+
+    def result(self, name, v, fresh):
+        if v.ndim or self.scalar_on_device(v):
+            return f"{name} = {self.name(v)}"
+        return f"{self._slot(name, '(1,)', v.dtype)}\n{_copy(name, self._operand(v), ())}"
+
+    def region_output(self, node):
+        self._scalar(node.out)
+        return super().region_output(node)
+
+    def _operand(self, v):
+        return self.name(v) if isinstance(v, Var) else names.literal_code(v, None)
+
+    def scalar(self, v):
+        return self.read(v, 0)
 
     def read(self, v, rank, members=(), dtype=None):
         """The source reading ``v`` inside a kernel whose loop indices span ``rank`` axes."""
@@ -241,6 +315,7 @@ def generate(graph, name, version):
     def emit(nodes, live_out, reuse_buffers):
         """Driver lines for ``nodes`` (in the generation order of ``passes.fuse``)."""
         order = schedule(nodes, live_out)
+        outer = dict(reuse)            # (a loop's body is emitted inside its graph's)
         reuse.clear()
         if reuse_buffers:
             reuse.update(plan_buffers(graph, order, materialized(order, _no_array), "cuda"))
@@ -253,8 +328,11 @@ def generate(graph, name, version):
                 lines += allocs + launch
             else:
                 lines += _node(ctx, item)
+        reuse.clear()
+        reuse.update(outer)
         return lines
 
+    ctx.emit = lambda nodes, live_out: emit(nodes, live_out, reuse_buffers=False)
     if region_of(graph) is None:
         driver += emit(graph.nodes, outputs, reuse_buffers=True)
     else:                      # a jacobian: the reverse sweeps in a loop of the driver
@@ -301,6 +379,13 @@ def generate(graph, name, version):
     source = (HEADER.format(version=version, name=name, digest=digest)
               + "\n\n".join(kernels) + ("\n\n" if kernels else "") + "\n".join(lines) + "\n")
     return names.readable(source, graph), "driver"
+
+
+def _copy(stack, value, shape, row=0):
+    """The driver line storing ``value`` (a device array or scalar, or a host scalar) as
+    row ``row`` of ``stack``, whose rows have ``shape``."""
+    size = " * ".join(names.size_code(d) for d in shape) or "1"
+    return f"copy_row({stack}, {row}, {value}, {size})"
 
 
 FLAG = "flag0"            # the driver's name for the error flag (cuda_runtime.Errors)

@@ -319,3 +319,30 @@ def fill(x, value):
     flat = x.reshape(x.size)
     _fill[blocks(x.size), THREADS](flat, value)
     return x
+
+
+# -- loops: the driver runs a loop's steps, launching the body's kernels each step ------
+
+def host_value(x):
+    """A loop's test or a switch's index as a host value: a one-element device array is
+    read back (the driver waits for the kernels before it), a host scalar is itself."""
+    if hasattr(x, "copy_to_host"):
+        return x.copy_to_host()[0]
+    return x
+
+
+def device_empty(shape, dtype):
+    """A new device array: a while loop's stack of steps, whose size is known only as the
+    loop runs."""
+    return cuda.device_array(shape, dtype)
+
+
+def grown(stack, size):
+    """``stack`` with room for ``size`` rows, its rows copied (a while loop's stack of
+    steps, doubled when full)."""
+    out = cuda.device_array((size,) + stack.shape[1:], stack.dtype)
+    if stack.size:
+        _copy_row[blocks(stack.size), THREADS](out.reshape(out.size), 0,
+                                               stack.reshape(stack.size))
+    return out
+

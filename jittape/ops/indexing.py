@@ -407,7 +407,7 @@ def _index_code(ctx, node, src_ndim, src_name, arrays, loop_rank):
                 sub = [("0" if (d == 1 and not hasattr(d, "expr")) else f"i{adv_first + lead + j}")
                        for j, d in enumerate(a.shape)]
                 t = ctx.tmp("ix")
-                source = f"{ctx.name(a)}[{', '.join(sub)}]" if a.ndim else ctx.name(a)
+                source = f"{ctx.name(a)}[{', '.join(sub)}]" if a.ndim else ctx.scalar(a)
                 template = (f"getitem: index {{0}} is out of bounds for axis {axis} with size "
                             f"{{1}}{where}")
                 reads.append((max(used, default=-1) + 1, t, source, n, template))
