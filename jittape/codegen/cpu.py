@@ -24,7 +24,7 @@ from ..ir import Var
 from ..passes import Group, Nest, nest, plan_buffers, projections, schedule
 from ..passes.fuse import row_reduction
 from ..passes import repeats
-from ..passes.memory import materialized
+from ..passes.memory import materialized, output_ids
 from ..control import region_of
 from ..ops.core import COSTLY
 from . import mathlib, names
@@ -78,6 +78,7 @@ class Context:
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
         self.functions = {}             # name -> source of a loop body's function (block)
+        self.output_ids = output_ids(graph)
         self.messages = []              # what the kernel's raises mean (see message)
         self._projections = None
         # literal sizes the kernel checks equal to an input's size on entry (passes/sizes:
@@ -434,12 +435,15 @@ def _narrow_scalars(graph):
 def _pieces(ctx, chunks, live_out, reuse_buffers):
     """The lines of each of ``chunks`` (runs of nodes, in order), each emitted knowing
     what the later ones and ``live_out`` read."""
-    laters, later = [], set(live_out)
-    for chunk in reversed(chunks):             # (what each reads after it: one pass back)
-        laters.append(set(later))
+    # what each chunk makes that later ones or ``live_out`` read: one pass back, each
+    # chunk's own values only (the set of everything read later grows with the graph:
+    # handing it to each chunk made the passes quadratic in the graph's size)
+    lives, later = [], set(live_out)
+    for chunk in reversed(chunks):
+        lives.append({n.out.id for n in chunk if n.out.id in later})
         later |= _reads(chunk)
-    return [_emit(ctx, ctx.graph, chunk, later, reuse_buffers)
-            for chunk, later in zip(chunks, reversed(laters))]
+    return [_emit(ctx, ctx.graph, chunk, live, reuse_buffers)
+            for chunk, live in zip(chunks, reversed(lives))]
 
 
 def _tuple(items):
@@ -465,7 +469,8 @@ def _interfaces(ctx, pieces, needed):
     returns = [None] * len(pieces)
     for j in range(len(pieces) - 1, -1, -1):
         returns[j] = [n for n in events[j][1] if n in needed]
-        needed = (needed - set(events[j][1])) | set(params[j])
+        needed.difference_update(events[j][1])      # (in place: linear in the pieces)
+        needed.update(params[j])
     return params, returns
 
 
@@ -755,7 +760,8 @@ def _emit(ctx, graph, nodes, live_out, reuse_buffers):
     order = schedule(nodes, live_out)
     if not ctx.check_numerics:                 # (its checks read whole arrays after loops)
         order = nest(order, lambda group, open_nest: _nests(ctx, group, open_nest), live_out)
-    reuse = plan_buffers(graph, order, materialized(order), live=live_out) if reuse_buffers else {}
+    reuse = (plan_buffers(graph, order, materialized(order), live=live_out,
+                          outputs=ctx.output_ids) if reuse_buffers else {})
     body = []
     for item in order:
         if isinstance(item, Nest):

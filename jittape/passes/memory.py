@@ -26,12 +26,19 @@ def materialized(order, shared=lambda prim: False):
     return out
 
 
-def plan_buffers(graph, order, materialized, backend="cpu", live=()):
+def output_ids(graph):
+    """The ids of ``graph``'s outputs (``plan_buffers``'s ``outputs``)."""
+    return {v.id for v in graph.outputs if isinstance(v, Var)}
+
+
+def plan_buffers(graph, order, materialized, backend="cpu", live=(), outputs=None):
     """{var id: var id of the earlier array whose buffer it takes over}.
 
     ``materialized`` is the set of var ids that the generated code allocates as new
     arrays (group outputs and reductions kept as arrays); ``live``, the ids of values
-    read after ``order`` (by a later part of the kernel), whose buffers stay theirs.
+    read after ``order`` (by a later part of the kernel), whose buffers stay theirs;
+    ``outputs``, ``output_ids(graph)`` where the caller has it (a graph in parts plans
+    each part: the work stays linear in the graph's size, not in parts x outputs).
     """
     last_use = {}
     for pos, item in enumerate(order):
@@ -43,9 +50,13 @@ def plan_buffers(graph, order, materialized, backend="cpu", live=()):
         for n in item_nodes(item):
             if backend in n.prim.aliases and isinstance(n.inputs[0], Var):
                 root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
-    pinned = {v.id for v in graph.inputs} | {c.var.id for c in graph.consts}
-    pinned |= {root.get(v.id, v.id) for v in graph.outputs if isinstance(v, Var)}
-    pinned |= {root.get(i, i) for i in live}
+    # never reused: the graph's outputs and ``live`` values, and the buffers they view
+    # (inputs and constants are never reused either: they are not ``materialized``)
+    if outputs is None:
+        outputs = output_ids(graph)
+    pinned = {root.get(i, i) for i in live}
+    pinned |= {b for v, b in root.items() if v in outputs}
+    pinned |= {n.out.id for item in order for n in item_nodes(item) if n.out.id in outputs}
     # a buffer stays live until the last use of any value living in it
     buffer_end = {}
     for vid, pos in last_use.items():
