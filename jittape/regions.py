@@ -85,6 +85,18 @@ class LoopPart(OpRecord):
             return p["operands"], 1 + p["operands"]
         return 1, 0
 
+    def live_out(self, node, name, used):
+        """The ids of body ``name``'s values that the loop reads after the body runs
+        (``schedule``): a scan's new carry and the per-step values the graph reads
+        (``used``: the indices of the region's outputs read), every output of the
+        other bodies."""
+        body = node.params[name]
+        if self.role == "scan":
+            nc = node.params["carries"]
+            return {v.id for j, v in enumerate(body.outputs)
+                    if isinstance(v, Var) and (j < nc or j in used)}
+        return {v.id for v in body.outputs if isinstance(v, Var)}
+
     def droppable(self, node):
         """The body outputs the loop need not compute when nothing reads them: a scan's
         per-step values (not its carries, which the next step reads)."""
@@ -135,8 +147,7 @@ def _lower_scan(ctx, node):
     lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
     inner = [ctx.row(x, ctx.name(v), t) for x, v in zip(elements, node.inputs[nc:nc + nx])]
     stacked = [(j, y) for j, y in enumerate(ys) if isinstance(y, Var) and nc + j in used]
-    live = {v.id for v in new if isinstance(v, Var)} | {y.id for _, y in stacked}
-    inner += ctx.block(body.nodes, live)
+    inner += ctx.block(node, "body")
     inner += [ctx.put(f"{region}_{nc + j}", t, y) for j, y in stacked]
     inner += ctx.step(carries, new)
     lines += ["    " + line for line in inner]
@@ -533,7 +544,7 @@ def _lower_while(ctx, node):
         for st, c in zip(stacks, carries):
             lines += ctx.stack(st, _rows(ctx, size, c.shape), c.dtype, fixed=False)
     lines.append("while True:   # the loop of jt.while_loop")
-    inner = ctx.block(cond.nodes, {v.id for v in cond.outputs if isinstance(v, Var)})
+    inner = ctx.block(node, "cond")
     read, test = ctx.on_host(cond.outputs[0])
     inner += read + [f"if not {test}:", "    break"]
     if grad:                          # the step's carry, kept for the backward loop
@@ -541,7 +552,7 @@ def _lower_while(ctx, node):
         inner += ["    " + ctx.grow(st, size) for st in stacks]
         inner += [ctx.put(st, count, c) for st, c in zip(stacks, carries)]
         inner.append(f"{count} += 1")
-    inner += ctx.block(body.nodes, {v.id for v in body.outputs if isinstance(v, Var)})
+    inner += ctx.block(node, "body")
     inner += ctx.step(carries, body.outputs)
     lines += ["    " + line for line in inner]
     if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
@@ -552,7 +563,7 @@ def _lower_while(ctx, node):
     t = ctx.tmp("step")
     lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
     inner = [ctx.row(c, st, t) for st, c in zip(stacks, back.inputs[nb:nb + nc])]
-    inner += ctx.block(back.nodes, {v.id for v in back.outputs if isinstance(v, Var)})
+    inner += ctx.block(node, "back")
     inner += ctx.step(own, back.outputs)
     lines += ["    " + line for line in inner]
     # (copied, as above: no step leaves the initial)
@@ -738,7 +749,7 @@ def _lower_switch(ctx, node):
         lines.append(test)
         inner = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(graph.inputs[:n], first.inputs[:n])
                  if v is not a]
-        inner += ctx.block(graph.nodes, {v.id for v in graph.outputs if isinstance(v, Var)})
+        inner += ctx.block(node, name)
         inner += [ctx.result(f"{region}_{j}", v, _fresh(graph, v)) for j, v in enumerate(graph.outputs)]
         lines += ["    " + line for line in inner or ["pass"]]
     return lines

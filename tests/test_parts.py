@@ -7,6 +7,7 @@ import pytest
 
 import jittape as jt
 from jittape.codegen import build, cpu
+from jittape import schedule
 from test_packing import _close, _eager
 
 pytestmark = pytest.mark.usefixtures("cache_dir")
@@ -238,7 +239,7 @@ class _Out:
 
 
 class _Node:
-    """What ``_chunks`` reads of a node: its op, parameters, result and operands."""
+    """What ``schedule.chunks`` reads of a node: its op, parameters, result and operands."""
 
     def __init__(self, k, op):
         self.prim, self.params, self.out, self.inputs = _Prim(op), {}, _Out(k), []
@@ -246,7 +247,7 @@ class _Node:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_chunks_cover_the_nodes_in_order_and_cut_repeats_alike(seed):
-    """``_chunks`` on op sequences with a repeated run between other ops: every node
+    """``schedule.chunks`` on op sequences with a repeated run between other ops: every node
     once, in order, no chunk over PART_NODES, and the run's chunks (after a prefix of
     any length) cut at the same phase, so that they are equal op for op."""
     rng = np.random.default_rng(seed)
@@ -256,7 +257,7 @@ def test_chunks_cover_the_nodes_in_order_and_cut_repeats_alike(seed):
         ops = [f"pre{k}" for k in rng.integers(0, 6, size=prefix_length)]
         ops += period * 12 + [f"post{k}" for k in rng.integers(0, 6, size=5)]
         nodes = [_Node(k, op) for k, op in enumerate(ops)]
-        chunks = cpu._chunks(nodes)
+        chunks = schedule.chunks(nodes, cpu.PART_NODES)
         assert [n for c in chunks for n in c] == nodes
         assert all(len(c) <= cpu.PART_NODES for c in chunks)
         runs.append({tuple(n.prim.name for n in c) for c in chunks

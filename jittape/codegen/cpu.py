@@ -21,11 +21,9 @@ import numpy as np
 
 from .. import ir
 from ..ir import Var
-from ..passes import Group, Nest, nest, plan_buffers, projections, schedule
+from ..passes import Group, Nest
+from .. import schedule
 from ..passes.fuse import row_reduction
-from ..passes import repeats
-from ..passes.memory import materialized, output_ids
-from ..control import region_of
 from ..ops.core import COSTLY
 from . import mathlib, names
 
@@ -78,9 +76,8 @@ class Context:
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
         self.functions = {}             # name -> source of a loop body's function (block)
-        self.output_ids = output_ids(graph)
+        self.program = None             # what it prints: a schedule.Program
         self.messages = []              # what the kernel's raises mean (see message)
-        self._projections = None
         # literal sizes the kernel checks equal to an input's size on entry (passes/sizes:
         # the 10 of a one-hot constant against the classes of a bias)
         self.checked = {}
@@ -102,34 +99,30 @@ class Context:
             return names.expr_code(self.checked[int(d)])
         return names.size_code(d)
 
-    def block(self, nodes, live_out):
-        """The lines computing ``nodes`` (a loop body's), fused and scheduled as the
-        graph's own; ``live_out``: the ids of the values read after them.
-
-        A body of more than ``PART_NODES`` nodes is cut as a large graph is
-        (``_chunks``), each piece a function that Numba compiles on its own (the
-        module's ``SUBFUNCTIONS``, ``build``) and the loop calls: Numba's compile of
-        one function grows faster than its size."""
-        chunks = _chunks(nodes)
-        if len(chunks) == 1:
-            return _emit(self, self.graph, nodes, live_out, reuse_buffers=False)
-        pieces = _pieces(self, chunks, live_out, reuse_buffers=False)
-        params, returns = _interfaces(self, pieces, {self.name(n.out) for n in nodes
-                                                     if n.out.id in live_out})
+    def block(self, node, name):
+        """The lines of region ``node``'s body ``name``, as its schedule has it
+        (``schedule.Program.body``). A body of more than ``PART_NODES`` nodes is in
+        pieces, each a function that Numba compiles on its own (the module's
+        ``SUBFUNCTIONS``, ``build``) and the loop calls: Numba's compile of one
+        function grows faster than its size."""
+        block = self.program.body(node, name)
+        if block.pieces is None:
+            return _render(self, block)
+        pieces = [_render(self, piece) for piece in block.pieces]
+        needed = {self.name(n.out) for n in node.params[name].nodes if n.out.id in block.live_out}
+        params, returns = _interfaces(self, pieces, needed)
         lines = []
         for j, piece in enumerate(pieces):
-            name, text, _, _ = _function(self, "body", piece, params[j], returns[j],
-                                         renumber=False)
-            self.functions[name] = text
-            lines.append(_call(name, params[j], returns[j]))
+            fname, text, _, _ = _function(self, "body", piece, params[j], returns[j],
+                                          renumber=False)
+            self.functions[fname] = text
+            lines.append(_call(fname, params[j], returns[j]))
         return lines
 
     def projected(self, region):
         """The indices of ``region``'s outputs that the graph reads (its ``scan_output``
         nodes)."""
-        if self._projections is None:
-            self._projections = projections(self.graph)
-        return self._projections.get(region.out.id, set())
+        return self.program.used(region)
 
     def message(self, text):
         """The source of what the kernel raises for the error of message ``text`` (which
@@ -237,18 +230,19 @@ class Context:
 
 
 def generate(graph, name, version):
-    """The ``Module`` of an optimized graph.
+    """The ``Module`` of an optimized graph: its schedule (``schedule.plan``), printed.
 
     The function takes the flattened array arguments (0-d values as scalars) and then the
     array constants, and returns a tuple of results: the convention of ``f.kernel()``.
     A graph with a jacobian loop (``control.jacobian_rows``) is emitted in three parts:
     what the loop reads, the loop over the target's elements (one reverse sweep each,
     writing one row of each jacobian), and what reads the rows. A graph of more than
-    ``PART_NODES`` nodes is emitted as functions ``part0``, ``part1``, ... (named in the
-    module's ``PARTS``: ``build`` compiles each on its own) and a ``kernel`` of plain
-    Python that opens with the checks and calls them in turn.
+    ``PART_NODES`` nodes is scheduled in pieces, emitted as functions named by their
+    code (in the module's ``PARTS``: ``build`` compiles each on its own) and a
+    ``kernel`` of plain Python that opens with the checks and calls them in turn.
     """
     ctx = Context(graph)
+    ctx.program = schedule.plan(graph, policy())
     args = [names.input_name(k) for k in range(len(graph.inputs))]
     args += [names.const_name(c.var) for c in graph.consts if c.value.ndim > 0]
     lines = [f"def kernel({', '.join(args)}):"]
@@ -262,17 +256,16 @@ def generate(graph, name, version):
                 code = ctx.message(f"check_numerics: {what} holds NaN or inf")
                 body += [f"if not np.isfinite({a}){'.all()' if v.ndim else ''}:",
                          f"    raise NumericsError({code})"]
-    outputs = {v.id for v in graph.outputs if isinstance(v, Var)}
+    program = ctx.program
     parts = []
-    if region_of(graph) is None:
-        chunks = _chunks(graph.nodes)
-        if len(chunks) == 1:
-            body += _emit(ctx, graph, graph.nodes, outputs, reuse_buffers=True)
+    if program.main is not None:
+        if program.main.pieces is None:
+            body += _render(ctx, program.main)
         else:            # parts compiled each on its own, called in turn (see _parts)
-            parts = _pieces(ctx, chunks, outputs, reuse_buffers=True)
+            parts = [_render(ctx, piece) for piece in program.main.pieces]
     else:
-        loop = Loop(graph)
-        body += _emit(ctx, graph, loop.before, outputs | loop.reads_later(), reuse_buffers=False)
+        loop = program.loop
+        body += _render(ctx, program.before)
         k = names.value_name(loop.index)
         for out, _ in loop.stacks:
             body += [f"# {out.text(graph.sizes)}",
@@ -280,12 +273,11 @@ def generate(graph, name, version):
                      f"{names.dtype_code(out.out.dtype)})"]
         body.append(f"for {k} in range({names.size_code(loop.count)}):   "
                     "# one reverse sweep per target element")
-        rows = {row.id for _, row in loop.stacks if isinstance(row, Var)}
-        inner = _emit(ctx, graph, loop.body, rows | _reads(loop.after), reuse_buffers=False)
+        inner = _render(ctx, loop.body)
         for out, row in loop.stacks:
             inner.append(f"put({names.value_name(out.out)}, {k}, {ctx.name(row)})")
         body += ["    " + line for line in inner]
-        body += _emit(ctx, graph, loop.after, outputs, reuse_buffers=False)
+        body += _render(ctx, program.after)
     outs = [(f"{ctx.name(v)}.copy()" if _aliases_argument(ctx, v) else ctx.name(v))
             if isinstance(v, Var) else names.literal_code(v, np.int64) for v in graph.outputs]
     result = f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
@@ -319,14 +311,8 @@ def generate(graph, name, version):
 # A graph of more nodes than this (a region's body counted with it) is generated as
 # parts, each compiled on its own: Numba's compile of one function grows faster than its
 # size (a straight-line MLP of 32 layers of different widths took 10.7 s, of 128 layers
-# 111 s and 1.5 GB), each part's stays bounded.
+# 111 s and 1.5 GB), each part's stays bounded (``schedule.chunks`` cuts them).
 PART_NODES = 160
-# candidate periods tried at each node when looking for repeated runs (_chunks)
-_PERIODS = 4
-
-
-def _weight(node):
-    return 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
 
 
 # names a generated module binds at its top (imports) and Python's own: not parameters
@@ -336,83 +322,17 @@ _GLOBALS = frozenset(
     | set(dir(builtins)))
 
 
-def _chunks(nodes):
-    """``nodes`` in runs of at most about ``PART_NODES`` (one run when they are fewer),
-    cut where the graph repeats itself: a run of nodes that recurs back to back (the
-    layers of a network, forward and backward, at any sizes) is cut into chunks of whole
-    repeats, the same number in each, so that the chunks generate the same code and
-    compile once (``_parts``: parts are named by their code). Worth it where the
-    repeated run is a quarter of a part's worth of nodes or more (a part's own module
-    costs about as much to compile as 40 nodes); the rest is cut by size."""
-    nodes = list(nodes)
-    weights = [_weight(n) for n in nodes]
-    if sum(weights) <= PART_NODES:
-        return [nodes]
-    tokens = repeats.tokens(nodes)
-    windows = repeats.Windows(tokens)
-    chunks, straight, weight = [], [], 0
+def _joinable(graph):
+    """The schedule's test of which groups share a loop over rows (``_nests``); none
+    under check_numerics (its checks read whole arrays after loops)."""
+    if graph.check_numerics:
+        return None
+    return lambda group, open_nest: _nests(graph, group, open_nest)
 
-    def flush():
-        nonlocal straight, weight
-        if straight:
-            chunks.append(straight)
-        straight, weight = [], 0
 
-    nexts = collections.defaultdict(list)        # token -> later positions, nearest last
-    for i in range(len(tokens) - 1, -1, -1):
-        nexts[tokens[i]].append(i)
-    i = 0
-    while i < len(nodes):
-        later = nexts[tokens[i]]
-        later.pop()                              # (i itself)
-        best = (0, 0)                            # (nodes covered, period)
-        for j in later[-1:-_PERIODS - 1:-1]:
-            period = j - i
-            if period > PART_NODES:
-                break
-            times = 1
-            while (i + (times + 1) * period <= len(nodes)
-                   and windows.equal(i, i + times * period, period)):
-                times += 1
-            if times >= 2 and times * period > best[0]:
-                best = (times * period, period)
-        covered, period = best
-        if covered and sum(weights[i:i + covered]) >= PART_NODES // 4:
-            # the run cut where its least rotation starts, not where it was found (which
-            # the nodes before it decide): another program with these repeats after
-            # other nodes (another loss, more layers) cuts them the same way
-            shift = min(range(period), key=lambda r: tokens[i + r:i + r + period])
-            times = 1
-            while (i + shift + (times + 1) * period <= len(nodes)
-                   and windows.equal(i + shift, i + shift + times * period, period)):
-                times += 1
-            if times >= 2:
-                for k in range(shift):
-                    if straight and weight + weights[i + k] > PART_NODES:
-                        flush()
-                    straight.append(nodes[i + k])
-                    weight += weights[i + k]
-                flush()
-                start = i + shift
-                run = max(1, sum(weights[start:start + period]))
-                # repeats per chunk by the run's size alone (so the same in a deeper
-                # model): chunks of about a quarter of a part, quick to compile
-                per = max(1, PART_NODES // 4 // run)
-                for first in range(0, times, per):
-                    last = min(first + per, times)
-                    chunks.append(nodes[start + first * period:start + last * period])
-                end = start + times * period
-                for k in range(i + 1, end):      # (positions passed over)
-                    nexts[tokens[k]].pop()
-                i = end
-                continue
-        if straight and weight + weights[i] > PART_NODES:
-            flush()
-        straight.append(nodes[i])
-        weight += weights[i]
-        i += 1
-    flush()
-    return chunks
+def policy():
+    """What the CPU's code can do (``schedule.Policy``)."""
+    return schedule.Policy("cpu", joinable=_joinable, part_nodes=PART_NODES)
 
 
 def _narrow_scalars(graph):
@@ -430,20 +350,6 @@ def _narrow_scalars(graph):
                 if isinstance(v, Var) and v.ndim == 0 and v.dtype not in wide:
                     found[f"{names.value_name(node.out)}_{j}"] = v.dtype
     return found
-
-
-def _pieces(ctx, chunks, live_out, reuse_buffers):
-    """The lines of each of ``chunks`` (runs of nodes, in order), each emitted knowing
-    what the later ones and ``live_out`` read."""
-    # what each chunk makes that later ones or ``live_out`` read: one pass back, each
-    # chunk's own values only (the set of everything read later grows with the graph:
-    # handing it to each chunk made the passes quadratic in the graph's size)
-    lives, later = [], set(live_out)
-    for chunk in reversed(chunks):
-        lives.append({n.out.id for n in chunk if n.out.id in later})
-        later |= _reads(chunk)
-    return [_emit(ctx, ctx.graph, chunk, live, reuse_buffers)
-            for chunk, live in zip(chunks, reversed(lives))]
 
 
 def _tuple(items):
@@ -733,53 +639,26 @@ def _size_checks(ctx, graph):
     return lines
 
 
-def _reads(nodes):
-    return {v.id for n in nodes for v in n.var_inputs()}
-
-
-class Loop:
-    """A graph's region (``control.region_of``) as the backends emit it: what runs
-    before it, its index Var and trip count, its body's nodes, ``stacks`` ((output node,
-    the body's row it stacks) pairs) and what runs after."""
-
-    def __init__(self, graph):
-        before, region, outputs, after = region_of(graph)
-        body = region.params["body"]
-        self.before, self.after = before, after
-        self.index, self.count = body.inputs[0], region.params["count"]
-        self.body = body.nodes
-        self.stacks = [(n, body.outputs[n.params["index"]]) for n in outputs]
-
-    def reads_later(self):
-        """What the body, the rows and what runs after read."""
-        return _reads(self.body + self.after) | {row.id for _, row in self.stacks
-                                                  if isinstance(row, Var)}
-
-
-def _emit(ctx, graph, nodes, live_out, reuse_buffers):
-    order = schedule(nodes, live_out)
-    if not ctx.check_numerics:                 # (its checks read whole arrays after loops)
-        order = nest(order, lambda group, open_nest: _nests(ctx, group, open_nest), live_out)
-    reuse = (plan_buffers(graph, order, materialized(order), live=live_out,
-                          outputs=ctx.output_ids) if reuse_buffers else {})
+def _render(ctx, block):
+    """The lines of a scheduled ``block`` (``schedule.Block``, not in pieces)."""
     body = []
-    for item in order:
+    for item in block.items:
         if isinstance(item, Nest):
-            body.extend(_nest(ctx, item, reuse))
+            body.extend(_nest(ctx, item, block.reuse))
         elif isinstance(item, Group):
-            body.extend(_group(ctx, item, ctx.tmp("g"), reuse))
+            body.extend(_group(ctx, item, ctx.tmp("g"), block.reuse))
         else:
             body.extend(_node(ctx, item))
     return body
 
 
-def _nests(ctx, group, open_nest):
+def _nests(graph, group, open_nest):
     """Whether ``group`` runs in ``open_nest`` (None: opens a nest). Not a group with a
     parallel twin. A group reducing on lanes only to join a nest whose rows have inner
     loops, and only a total of its rows (rank one, to a scalar): the rows' loop does not
     vectorize there, and the total is a register (float64 for a float32 sum) that each
     row adds to."""
-    if _parallel_pays(ctx, group):
+    if _parallel_pays(graph, group):
         return False
     if not _uses_lanes(group):
         return True
