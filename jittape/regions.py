@@ -153,7 +153,7 @@ def _lower_scan(ctx, node):
     lines += ["    " + line for line in inner]
     for j, (c, v) in enumerate(zip(carries, new)):
         if j in used:
-            lines.append(ctx.result(f"{region}_{j}", c, _fresh(body, v)))
+            lines += ctx.result(f"{region}_{j}", c, _fresh(body, v))
     return lines
 
 
@@ -556,7 +556,8 @@ def _lower_while(ctx, node):
     inner += ctx.step(carries, body.outputs)
     lines += ["    " + line for line in inner]
     if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
-        return lines + [ctx.result(f"{region}_{j}", c, False) for j, c in enumerate(carries)]
+        return lines + [line for j, c in enumerate(carries)
+                        for line in ctx.result(f"{region}_{j}", c, False)]
     back, nb = p["back"], p["cotangents"]
     own = back.inputs[:nb]
     lines += ctx.enter(own, node.inputs[nc:nc + nb])
@@ -567,7 +568,7 @@ def _lower_while(ctx, node):
     inner += ctx.step(own, back.outputs)
     lines += ["    " + line for line in inner]
     # (copied, as above: no step leaves the initial)
-    return lines + [ctx.result(f"{region}_{j}", g, False) for j, g in enumerate(own)]
+    return lines + [line for j, g in enumerate(own) for line in ctx.result(f"{region}_{j}", g, False)]
 
 
 def _rows(ctx, count, shape):
@@ -739,7 +740,7 @@ def _lower_switch(ctx, node):
     region = ctx.name(node.out)
     names = [f"branch{k}" for k in range(len(node.prim.regions))]
     first = node.params[names[0]]
-    lines = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(first.inputs[:n], node.inputs[1:1 + n])]
+    lines = [ctx.bind(v, a) for v, a in zip(first.inputs[:n], node.inputs[1:1 + n])]
     read, index = ctx.on_host(node.inputs[0])
     lines += read
     for k, name in enumerate(names):
@@ -747,10 +748,10 @@ def _lower_switch(ctx, node):
         test = (f"if {index} <= 0:" if k == 0 else
                 "else:" if k == len(names) - 1 else f"elif {index} <= {k}:")
         lines.append(test)
-        inner = [f"{ctx.name(v)} = {ctx.name(a)}" for v, a in zip(graph.inputs[:n], first.inputs[:n])
-                 if v is not a]
+        inner = [ctx.bind(v, a) for v, a in zip(graph.inputs[:n], first.inputs[:n]) if v is not a]
         inner += ctx.block(node, name)
-        inner += [ctx.result(f"{region}_{j}", v, _fresh(graph, v)) for j, v in enumerate(graph.outputs)]
+        for j, v in enumerate(graph.outputs):
+            inner += ctx.result(f"{region}_{j}", v, _fresh(graph, v))
         lines += ["    " + line for line in inner or ["pass"]]
     return lines
 

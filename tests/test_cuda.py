@@ -301,3 +301,45 @@ def test_an_index_computed_on_the_device_reads_its_value():
     x, y = np.arange(12.0).reshape(4, 3), np.array([1.0, 0.0, 2.0, 0.0])
     f = lambda x, y: jt.sum(x[jt.cast(jt.sum(y), jt.int64)])   # noqa: E731
     assert float(jt.function(f, target="cuda")(x, y)) == float(jt.function(f)(x, y)) == 30.0
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: jt.cond(jt.sum(a) > 0, lambda a: True, lambda a: jt.sum(a) < -5, a),
+    lambda a: jt.cond(jt.sum(a) > 0, lambda a: jt.sum(a), lambda a: 2.0, a),
+    lambda a: jt.cond(jt.sum(a) > 0, lambda s: s * 2.0, lambda s: s * 3.0, jt.sum(a)),
+    lambda a: jt.cond(jt.sum(a) < 0, lambda s: s, lambda s: -s, np.float64(1.5)),
+], ids=["bool-literal", "float-literal", "device-scalar-operand", "host-scalar-operand"])
+def test_cuda_branches_of_scalars_match_the_cpu(f):
+    """Regressions: a branch's rank-0 result that is a host value was copied after the
+    if/else (the last branch's always won, or the driver did not parse), and a rank-0
+    operand computed on the device was read in the branch as a host scalar."""
+    x = np.array([0.5, -1.0, -2.0])
+    assert float(jt.function(f, target="cuda")(x)) == float(jt.function(f)(x))
+
+
+def test_a_cuda_branch_returning_its_operand_owns_its_result():
+    """Regression: the branch aliased its operand, whose buffer the plan then gave to a
+    later value (a wrong result, no error)."""
+    def f(a):
+        t1, t2 = jt.exp(a), jt.cos(a)
+        r = jt.cond(jt.sum(a) > 0, lambda t1, t2: t1, lambda t1, t2: t1 * t2, t1, t2)
+        y = jt.sin(a)
+        return r + y * jt.sum(y * y)
+
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(jt.function(f, target="cuda")(x), jt.function(f)(x), rtol=1e-12)
+    g = lambda a: jt.sum(jt.cond(jt.sum(a) > 0, lambda s: jt.sum(s * s), lambda s: jt.sum(jt.sin(s)), a)  # noqa: E731
+                         * a)
+    np.testing.assert_allclose(jt.grad(g, target="cuda")(x), jt.grad(g)(x), rtol=1e-12)
+
+
+def test_scalar_results_of_loops_stay_on_the_device_for_device_arguments():
+    from numba import cuda
+    f = jt.value_and_grad(lambda s, xs: jt.scan(lambda c, e: (c * e, None), s, xs)[0],
+                          argnums=(0, 1), target="cuda")
+    xs = np.array([0.5, -1.0, 2.0])
+    value, (gs, gx) = f(np.float64(1.5), cuda.to_device(xs))
+    assert all(cuda_runtime.is_device_array(r) for r in (value, gs, gx))
+    assert value.shape == gs.shape == ()
+    np.testing.assert_allclose(cuda_runtime.copy_to_host(gx), [-3.0, 1.5, -0.75])
+    assert float(cuda_runtime.copy_to_host(value)) == -1.5

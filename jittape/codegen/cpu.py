@@ -208,9 +208,13 @@ class Context:
         return [], self.name(v)
 
     def result(self, name, v, fresh):
-        """The line making ``name`` (a region's output) ``v``'s value after the loop:
+        """The lines making ``name`` (a region's output) ``v``'s value after the loop:
         an array the region owns (copied unless ``fresh``: made by the body itself)."""
-        return f"{name} = {self.name(v)}" + (".copy()" if v.ndim and not fresh else "")
+        return [f"{name} = {self.name(v)}" + (".copy()" if v.ndim and not fresh else "")]
+
+    def bind(self, v, a):
+        """The line making ``v`` (an input of a branch) operand ``a``."""
+        return f"{self.name(v)} = {self.name(a)}"
 
     def region_output(self, node):
         """The lines of ``node``, output ``params["index"]`` of a region."""

@@ -61,7 +61,7 @@ from jittape.codegen.runtime import (  # noqa: F401
 )
 from jittape.codegen.cuda_runtime import (  # noqa: F401
     FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, device_empty, fill, grown,
-    host_value, is_device_array, matmul2d, onehot, relu_f32, relu_f64, result, scalar_to_host,
+    host_value, is_device_array, matmul2d, onehot, relu_f32, relu_f64, result, scalar_result,
     sigmoid_f32, sigmoid_f64, sign, simulator, softplus_f32, softplus_f64, stage, to_host,
 )
 
@@ -211,9 +211,18 @@ class CudaContext(Context):
         return [f"{value} = host_value({self.name(v)})"], value
 
     def result(self, name, v, fresh):
-        if v.ndim or self.scalar_on_device(v):
-            return f"{name} = {self.name(v)}"
-        return f"{self._slot(name, '(1,)', v.dtype)}\n{_copy(name, self._operand(v), ())}"
+        # a carry's buffers are the loop's own, and so are a body's values (``fresh``);
+        # an array operand or captured value is copied into a buffer of the region's
+        # (the plan gives an operand's buffer to a later value once the region has read
+        # it), and so is a host scalar; device scalars are never reused
+        if (self.scalar_on_device(v) if v.ndim == 0 else fresh or v.id in self.carry_buffers):
+            return [f"{name} = {self.name(v)}"]
+        shape = names.shape_code(v.shape) if v.ndim else "(1,)"
+        return [self._slot(name, shape, v.dtype), _copy(name, self._operand(v), v.shape)]
+
+    def bind(self, v, a):
+        self.alias(v, a)
+        return super().bind(v, a)
 
     def region_output(self, node):
         self._scalar(node.out)
@@ -358,8 +367,9 @@ def generate(graph, name, version):
             outs.append(names.literal_code(v, np.int64))
         elif v.id in pooled:
             outs.append(f"result({ctx.name(v)}, on_device, {v.ndim})")
-        elif v.ndim == 0 and v.id in ctx.device_scalars:
-            outs.append(f"scalar_to_host({ctx.name(v)}, on_device, np.dtype({names.dtype_code(v.dtype)}))")
+        elif v.ndim == 0 and v.id in ctx.device_scalars:     # (a region's, or a view)
+            outs.append(f"scalar_result({ctx.name(v)}, on_device, BUFFERS, {-1 - len(outs)}, "
+                        f"np.dtype({names.dtype_code(v.dtype)}))")
         elif v.ndim == 0:
             outs.append(f"{names.dtype_code(v.dtype)}({ctx.name(v)})")
         else:                          # a view: copied (into a pooled array on the device)

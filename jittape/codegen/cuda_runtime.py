@@ -188,8 +188,14 @@ def result(x, on_device, ndim):
     return x.copy_to_host()
 
 
-def scalar_to_host(x, on_device, dtype):
-    """A 0-d result (a one-element device array) as a NumPy scalar."""
+def scalar_result(x, on_device, buffers, k, dtype):
+    """A 0-d result held in a one-element device array that is not the result's own (a
+    region's output, or a view): a NumPy scalar, or (when the arguments were on the
+    device) a copy in a 0-d array of ``buffers.result``'s pool for output ``k``."""
+    if on_device:
+        out = buffers.result(k, (1,), dtype)
+        out.copy_to_device(x.reshape(1))
+        return out.reshape(())
     return dtype.type(x.copy_to_host()[0])
 
 
