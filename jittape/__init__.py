@@ -19,6 +19,7 @@ from .control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 from .ops import *  # noqa: F401,F403  (the ops of ops/api.py, from the registry)
 from .compiler import function, grad, hessian, jacobian, value_and_grad  # noqa: F401
 from .compiler import function as jit  # noqa: F401  (the JAX-style name of function)
+from .codegen.runtime import warmup  # noqa: F401  (compile the runtime helpers ahead)
 from .ops import random  # noqa: F401
 from . import config  # noqa: F401
 from . import nn  # noqa: F401

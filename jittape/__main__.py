@@ -1,7 +1,9 @@
 """``python -m jittape demo``: the seed tutorials' examples on the eager tape and compiled,
 a small model fitted with a compiled training step, eager against compiled time per
 gradient step, and a plot. ``python -m jittape bench``: the benchmark against references
-and other frameworks (``benchmarks/runner.py``)."""
+and other frameworks (``benchmarks/runner.py``). ``python -m jittape warmup``: compile
+jittape's runtime helpers ahead. ``python -m jittape cache info|clear``: where the disk
+cache is and what it holds, or empty it."""
 
 import argparse
 import os
@@ -350,11 +352,59 @@ def main(argv=None):
     sub.add_parser("bench", add_help=False,
                    help="benchmark jittape against references and other frameworks "
                         "(python -m jittape bench --help)")
+    warm = sub.add_parser("warmup", help="compile jittape's runtime helpers now (about 10 s a "
+                          "dtype, once per machine), so that no first call waits for them")
+    warm.add_argument("--dtypes", default="float32,float64",
+                      help="comma-separated (default: %(default)s)")
+    cache = sub.add_parser("cache", help="the disk cache: where it is and what it holds "
+                           "(info), or empty it (clear)")
+    cache.add_argument("action", choices=("info", "clear"))
     if argv[:1] == ["bench"]:
         return bench(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "demo":
         run_demo(args.plot)
+    elif args.command == "warmup":
+        return run_warmup(args.dtypes.split(","))
+    elif args.command == "cache":
+        return run_cache(args.action)
+    return 0
+
+
+def run_warmup(dtypes):
+    import jittape as jt
+    from jittape.codegen.helpers_cache import helpers_dir
+    try:
+        seconds = jt.warmup(dtypes)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    print(f"jittape's runtime helpers for {', '.join(dtypes)} are ready ({seconds:.1f} s); "
+          f"kept in {helpers_dir()}")
+    return 0
+
+
+def _size(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def run_cache(action):
+    from jittape.codegen import build
+    if action == "clear":
+        report = build.clear_cache()
+        print(f"removed {report['entries']} compiled functions ({_size(report['bytes'])}) and "
+              f"the runtime helpers' machine code ({_size(report['helpers_bytes'])})")
+        return 0
+    report = build.cache_report()
+    if report["path"] is None:
+        print("disk cache: off (JITTAPE_CACHE_DIR is empty or jt.config.disk_cache is False)")
+    else:
+        print(f"disk cache: {report['path']}")
+        print(f"  compiled functions: {report['entries']} ({_size(report['bytes'])})")
+    print(f"runtime helpers: {report['helpers_path']} ({_size(report['helpers_bytes'])})")
     return 0
 
 

@@ -16,6 +16,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 # the processes that tests start too): tests of tiered calls turn jt.config.tiered on.
 os.environ["JITTAPE_TIERED"] = "0"
 
+# jittape's own helpers (the matrix products: about 20 s of compile per dtype) are
+# compiled once per machine into a folder of the temp directory that every test process
+# shares, never into the package or the user's cache (codegen/helpers_cache.py)
+os.environ.setdefault("JITTAPE_HELPERS_DIR",
+                      os.path.join(tempfile.gettempdir(), "jittape-test-helpers"))
+
 # Compiled functions go to a disk cache of this test process, never the user's
 # (~/.cache/jittape): tests that need their own take the ``cache_dir`` fixture.
 _CACHE = tempfile.mkdtemp(prefix="jittape-tests-")

@@ -130,7 +130,8 @@ def test_new_processes_with_warm_caches_load_and_run(tmp_path):
     Then a kernel loaded from jittape's disk cache finds the product's symbol, in
     jittape and inside the caller's own njit code."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"),
-               JITTAPE_CACHE_DIR=str(tmp_path / "jittape"))
+               JITTAPE_CACHE_DIR=str(tmp_path / "jittape"),
+               JITTAPE_HELPERS_DIR=str(tmp_path / "helpers"))
     env.pop("NUMBA_DISABLE_JIT", None)
     runs = []
     for parts in (["kernel"], ["direct"], ["direct"], ["direct", "kernel"]):

@@ -477,13 +477,9 @@ class _Store:
         paths = [path for _, path in self.numba_files(name, directory or self.pycache)]
         _remove(paths + [self.manifest_path(name)])
 
-    def evict(self, keep):
-        """Remove the least recently used entries (all their files) while the directory
-        holds more than ``config.disk_cache_max_bytes``; never the entry ``keep``."""
-        limit = config.disk_cache_max_bytes
-        if limit is None:
-            return
-        entries = {}                      # module name -> [bytes, last use, paths]
+    def entries(self):
+        """{module name: [bytes, last use, paths]} of the entries in the directory."""
+        entries = {}
         for directory in (self.root, self.pycache):
             try:
                 scan = list(os.scandir(directory))
@@ -501,6 +497,15 @@ class _Store:
                 entry[2].append(item.path)
                 if directory == self.root and not item.name.endswith(".tmp"):
                     entry[1] = max(entry[1], st.st_mtime)
+        return entries
+
+    def evict(self, keep):
+        """Remove the least recently used entries (all their files) while the directory
+        holds more than ``config.disk_cache_max_bytes``; never the entry ``keep``."""
+        limit = config.disk_cache_max_bytes
+        if limit is None:
+            return
+        entries = self.entries()
         total = sum(entry[0] for entry in entries.values())
         for name, (size, _, paths) in sorted(entries.items(), key=lambda kv: kv[1][1]):
             if total <= limit:
@@ -508,6 +513,45 @@ class _Store:
             if name != keep:
                 _remove(paths)
                 total -= size
+
+
+def cache_report():
+    """What the disk cache holds: {"path", "entries" (compiled functions' modules),
+    "bytes" (theirs), "helpers_path", "helpers_bytes" (jittape's own helpers' machine
+    code)}; ``path`` None with the disk cache off."""
+    from .helpers_cache import helpers_dir
+    root = config.cache_dir()
+    entries = _Store(root).entries() if root else {}
+    helpers = helpers_dir()
+    return {"path": root, "entries": len(entries),
+            "bytes": sum(entry[0] for entry in entries.values()),
+            "helpers_path": helpers, "helpers_bytes": _tree_bytes(helpers)}
+
+
+def clear_cache():
+    """Remove every entry of the disk cache and the helpers' machine code (the files
+    jittape made there, nothing else); what was removed, as ``cache_report`` says it."""
+    from .helpers_cache import helpers_dir
+    report = cache_report()
+    if report["path"]:
+        for _, _, paths in _Store(report["path"]).entries().values():
+            _remove(paths)
+    for folder, _, files in os.walk(helpers_dir(), topdown=False):
+        _remove([os.path.join(folder, n) for n in files if n.endswith((".nbi", ".nbc"))])
+        with contextlib.suppress(OSError):     # (only folders that are empty now)
+            os.rmdir(folder)
+    return report
+
+
+def _tree_bytes(path):
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 class _Guard:
@@ -531,6 +575,9 @@ class _Guard:
         lean = lean and inner is not None and io_guard is not None
 
         def load_overload(sig, target_context):
+            # the helpers its code calls by symbol, defined first (linkage.link)
+            from .linkage import link_pending
+            link_pending()
             directory = cache.cache_path
             with self.store.entry_lock(self.name):
                 ok = self.store.verify(self.name, directory, self.source_hash)
@@ -587,7 +634,11 @@ def _lean_cache_loads(disp):
     if load is None or guard is None:
         return
 
+    before = getattr(disp, "_jittape_before_load", None)   # (linkage._before_loads)
+
     def load_overload(sig, target_context):
+        if before is not None:
+            before(sig)
         _start_runtime(target_context)
         with guard():
             return load(sig, target_context)

@@ -506,6 +506,20 @@ _gemm_parallel = numba.njit(error_model="numpy", cache=True, parallel=True)(
     _named(_gemm_body, "_gemm_parallel", SEVERAL_THREADS=_several_threads))
 
 
+# _matmul2d calls the packed products through symbols too: linked in, their code was
+# optimized and made into machine code a second time in _matmul2d's own compile (8 of
+# the 18 s of a first compile of the float32 product)
+def _dtype_key(a, *rest):
+    return str(a.dtype) if isinstance(a, types.Array) else None
+
+
+_MATRICES = {str(dtype): (types.Array(dtype, 2, "A"), types.Array(dtype, 2, "A"))
+             for dtype in (types.float32, types.float64)}
+gemm_small = external(_gemm_small, "gemm_small", _MATRICES, _dtype_key)
+gemm = external(_gemm, "gemm", _MATRICES, _dtype_key)
+gemm_parallel = external(_gemm_parallel, "gemm_parallel", _MATRICES, _dtype_key)
+
+
 def product(a, b, threads=True):
     """a @ b for matrices: for float32 and float64 where the result has half a tile's
     columns, ``_gemm_small`` where ``b`` is small and the inner dimension one block (any
@@ -531,10 +545,10 @@ def _product(a, b, threads=True):
                 return blas_product(a, b)
             # as arrays of any layout ([:, :]): one compile per dtype, not per layout pair
             if threads and m * n * depth >= PARALLEL:
-                return _gemm_parallel(a[:, :], b[:, :])
+                return gemm_parallel(a[:, :], b[:, :])
             if small:
-                return _gemm_small(a[:, :], b[:, :])
-            return _gemm(a[:, :], b[:, :])
+                return gemm_small(a[:, :], b[:, :])
+            return gemm(a[:, :], b[:, :])
         return impl
     return lambda a, b, threads=True: blas_product(a, b)
 
@@ -611,15 +625,12 @@ def _matmul2d(a, b, threads=True):
     return _small_product(a[:, :], b[:, :])
 
 
-def _dtype_key(a, *rest):
-    return str(a.dtype) if isinstance(a, types.Array) else None
-
-
 # generated kernels call the float products' machine code through a symbol: linking
 # this module's code into each kernel made Numba compile it again every time (linkage)
 matmul2d = external(_matmul2d, "matmul2d", {
     str(dtype): (types.Array(dtype, 2, "A"), types.Array(dtype, 2, "A"), types.boolean)
-    for dtype in (types.float32, types.float64)}, _dtype_key)
+    for dtype in (types.float32, types.float64)}, _dtype_key,
+    requires=(gemm_small, gemm, gemm_parallel), label="matrix products")
 
 
 @numba.njit(cache=True)

@@ -18,12 +18,16 @@ types call the dispatcher as Numba always does. From Python, a call is the dispa
 The symbol must be defined in a process before machine code that refers to it is
 loaded. A compile defines it (the call's lowering links the helper); a kernel loaded
 from the disk cache compiles nothing, so its module says what it calls, at import:
-``link(matmul2d, "float32")`` (lowerings ask for it with ``Context.link``). The
+``link(matmul2d, "float32")`` (lowerings ask for it with ``Context.link``), and the
+symbol is defined before the kernel's machine code loads (``link_pending``). The
 symbols' names do not depend on the helper's code: a kernel kept on disk calls the
 helper of the installation it runs in, through the same fixed signature.
 """
 
 import inspect
+import sys
+import threading
+import time
 
 import numba
 from llvmlite import binding
@@ -36,9 +40,11 @@ from numba.extending import lower_builtin, type_callable
 class External:
     """A helper's fixed signatures and the symbols their machine code is known by."""
 
-    def __init__(self, dispatcher, name, signatures, key):
+    def __init__(self, dispatcher, name, signatures, key, requires=(), label=None):
         self.dispatcher = dispatcher
+        self.requires = requires               # helpers its own code calls by symbol
         self.name = name
+        self.label = label or name             # what a long compile says it compiles
         self.signatures = dict(signatures)     # key -> numba signature (argument types)
         self.key = key                         # argument types -> key, or None
         self._linked = set()                   # keys whose symbol this process defined
@@ -46,27 +52,38 @@ class External:
     def symbol(self, key):
         return f"jittape.extern.{self.name}.{key}"
 
-    def link(self, key):
+    def link(self, key, announce=None):
         """Compile (or load from Numba's cache) the machine code for ``key`` and define
-        its symbol in this process; the symbol's name."""
+        its symbol in this process; the symbol's name. A compile that takes more than
+        a second on the main thread says so on stderr (``Progress``; ``announce``: say
+        it at once)."""
         symbol = self.symbol(key)
         if key in self._linked:
             return symbol
         with global_compiler_lock:             # (a kernel's compile may call this)
             if key not in self._linked:
-                sig = self.signatures[key]
-                # helpers may hold parallel loops: Numba's thread pool up before their
-                # machine code is loaded from its cache (else a crash, a jump to an
-                # address the pool's start would have defined)
-                numba.get_num_threads()
-                from .build import _lean_cache_loads
-                _lean_cache_loads(self.dispatcher)
-                self.dispatcher.compile(sig)
-                cres = self.dispatcher.overloads[tuple(sig)]
-                address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
-                binding.add_symbol(symbol, address)
-                self._linked.add(key)
+                with Progress.of(f"{self.label} for {key}", 1 + len(self.requires),
+                                 announce) as progress:
+                    for helper in self.requires:   # defined before code that calls them
+                        helper.external.link(key)
+                        progress.step()
+                    self._define(key, symbol)
+                    progress.step()
         return symbol
+
+    def _define(self, key, symbol):
+        sig = self.signatures[key]
+        # helpers may hold parallel loops: Numba's thread pool up before their machine
+        # code is loaded from its cache (else a crash, a jump to an address the pool's
+        # start would have defined)
+        numba.get_num_threads()
+        from .build import _lean_cache_loads
+        _lean_cache_loads(self.dispatcher)
+        self.dispatcher.compile(sig)
+        cres = self.dispatcher.overloads[tuple(sig)]
+        address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+        binding.add_symbol(symbol, address)
+        self._linked.add(key)
 
     def match(self, argtypes):
         """The key of the signature that ``argtypes`` convert to, or None."""
@@ -88,16 +105,111 @@ class External:
         return self.dispatcher.overloads[tuple(self.signatures[key])].signature.return_type
 
 
-def external(dispatcher, name, signatures, key):
+class Progress:
+    """What a long compile of jittape's helpers tells the user, on stderr: nothing if it
+    ends within ``AFTER`` seconds (a load from the cache, or a quick compile), else a
+    line saying what compiles, and where it is kept, then a bar of its steps (tqdm, when
+    installed) or a line when it is done. Only a compile the user waits for says so (on
+    the main thread: a compile in the background, while calls run on NumPy, is
+    silent). Nested compiles are steps of the outermost."""
+
+    AFTER = 1.0
+    _current = None
+
+    def __init__(self, what, total, announce):
+        self.what, self.total, self.done = what, total, 0
+        self.start = time.perf_counter()
+        self.shown = False
+        self.bar = None
+        self.lock = threading.Lock()
+        self.timer = None
+        if announce:
+            self._show()
+        elif threading.current_thread() is threading.main_thread():
+            self.timer = threading.Timer(self.AFTER, self._show)
+            self.timer.daemon = True
+            self.timer.start()
+
+    @classmethod
+    def of(cls, what, total, announce=None):
+        """The outermost compile's progress (a new one), or, nested, a step of it."""
+        if cls._current is not None:
+            return _Nested()
+        cls._current = cls(what, total, announce)
+        return cls._current
+
+    def _show(self):
+        with self.lock:
+            if self.shown or self.timer is False:
+                return
+            self.shown = True
+            from .helpers_cache import helpers_dir
+            head = (f"jittape: compiling its runtime helpers ({self.what}), once for this "
+                    f"machine (kept in {helpers_dir()}; `python -m jittape warmup` does it "
+                    "ahead)")
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                print(head + " ...", file=sys.stderr, flush=True)
+                return
+            self.bar = tqdm(total=self.total, initial=self.done, desc=head, unit="step",
+                            file=sys.stderr, leave=True)
+
+    def step(self):
+        with self.lock:
+            self.done += 1
+            if self.bar is not None:
+                self.bar.update(1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            if self.timer:
+                self.timer.cancel()
+            self.timer = False
+            if self.bar is not None:
+                self.bar.close()
+            elif self.shown:
+                seconds = time.perf_counter() - self.start
+                state = "done" if exc[0] is None else "failed"
+                print(f"jittape: runtime helpers ({self.what}) {state} in {seconds:.1f} s",
+                      file=sys.stderr, flush=True)
+        Progress._current = None
+        return False
+
+
+class _Nested:
+    """A nested compile: its steps are the outermost progress's."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def step(self):
+        pass
+
+
+def external(dispatcher, name, signatures, key, requires=(), label=None):
     """A function named ``name`` calling ``dispatcher``; compiled calls that match
     ``signatures`` (a dict key -> tuple of Numba types; ``key(*argument types)`` picks
     one) go through the symbol of that signature's machine code, others call the
-    dispatcher (see the module's docstring). Typed and lowered directly
+    dispatcher (see the module's docstring). ``requires``: the helpers made by
+    ``external`` that the dispatcher's own code calls (for the same keys), linked
+    first; ``label``: what a long compile of it says it compiles (``Progress``). Typed and lowered directly
     (``type_callable``, ``lower_builtin``): an ``overload`` would compile a function
     for each layout of the arguments."""
     if not hasattr(dispatcher, "py_func"):     # NUMBA_DISABLE_JIT: a plain function
         return dispatcher
-    ext = External(dispatcher, name, signatures, key)
+    ext = External(dispatcher, name, signatures, key,
+                   tuple(h for h in requires if hasattr(h, "external")), label)
+    if ext.requires:
+        # code of the dispatcher's kept in Numba's cache calls them by symbol: whoever
+        # loads it (a call from Python of another signature too) links them first
+        _before_loads(dispatcher, lambda sig: _link_required(ext, sig))
 
     def helper(*args):
         numba.get_num_threads()            # see External.link: the pool before the code
@@ -127,6 +239,30 @@ def external(dispatcher, name, signatures, key):
     return helper
 
 
+def _link_required(ext, sig):
+    """Link the helpers ``ext``'s code calls, for the key of signature ``sig``."""
+    key = ext.key(*getattr(sig, "args", sig))
+    for helper in ext.requires:
+        if key in helper.external.signatures:
+            helper.external.link(key)
+
+
+def _before_loads(dispatcher, before):
+    """Run ``before(signature)`` before ``dispatcher`` loads machine code from Numba's
+    cache (``build._lean_cache_loads`` keeps it when it replaces the load)."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "load_overload", None)
+    if load is None:
+        return
+    dispatcher._jittape_before_load = before
+
+    def load_overload(sig, target_context):
+        before(sig)
+        return load(sig, target_context)
+
+    cache.load_overload = load_overload
+
+
 def _lowering(ext, dispatcher):
     def lower(context, builder, signature, args):
         key = ext.match(signature.args)
@@ -148,8 +284,31 @@ def _lowering(ext, dispatcher):
     return lower
 
 
+_PENDING = []                      # (External, key) asked for by modules, not yet linked
+_PENDING_LOCK = threading.Lock()
+
+
 def link(helper, key):
-    """Define the symbol of ``helper``'s machine code for ``key`` in this process
-    (generated modules call it at import, for what their kernel calls)."""
+    """Say that a generated module's kernel calls ``helper``'s machine code for ``key``
+    (modules call it at import): its symbol is defined before machine code is loaded
+    from a cache (``link_pending``), not now. A first call that runs on NumPy while the
+    kernel compiles in the background (tiered) then does not wait for the helper's
+    compile, about 10 s on a first run on a machine."""
     ext = getattr(helper, "external", None)
-    return ext.link(key) if ext is not None else None
+    if ext is None:
+        return None
+    if key not in ext._linked:
+        with _PENDING_LOCK:
+            _PENDING.append((ext, key))
+    return ext.symbol(key)
+
+
+def link_pending():
+    """Define the symbols that modules asked for (``link``): before any machine code of
+    a generated module is loaded from a cache (``build._Guard``)."""
+    while True:
+        with _PENDING_LOCK:
+            if not _PENDING:
+                return
+            ext, key = _PENDING.pop()
+        ext.link(key)

@@ -24,6 +24,24 @@ from .linkage import link  # noqa: F401
 _jit = numba.njit(cache=True)
 
 
+def warmup(dtypes=("float32", "float64")):
+    """Compile jittape's runtime helpers for ``dtypes`` now (or load them from their
+    cache, ``helpers_cache``), so that no first call waits for them: the matrix
+    products, about 10 s per dtype on a first run on a machine. Returns the seconds it
+    took. (With ``NUMBA_DISABLE_JIT`` there is nothing to compile.)"""
+    import time
+    start = time.perf_counter()
+    ext = getattr(matmul2d, "external", None)
+    if ext is not None:
+        for dtype in dtypes:
+            key = str(np.dtype(dtype))
+            if key not in ext.signatures:
+                raise ValueError(f"warmup: jittape's helpers are for float32 and float64, "
+                                 f"not {dtype!r}")
+            ext.link(key)
+    return time.perf_counter() - start
+
+
 def make_helpers(ftype, exp, log1p, maximum, absolute):
     """The helpers for one float type, written on the functions a target compiles
     (NumPy's on the CPU; CUDA's math functions there, see cuda_runtime)."""
