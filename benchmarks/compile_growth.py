@@ -34,9 +34,10 @@ many calls ran as Python (``python_calls``) and ``call_ms`` has each of the 100 
 ``--config tiered=False`` (any ``jt.config`` attribute, a Python literal) sets it in
 every jittape process.
 
-Numba's own cache directory is left as it is: jittape's runtime helpers are compiled
-once per installation and kept there like any installed library's, and a warm-up
-process per jittape program makes sure they are before the points run. JAX has no
+jittape's runtime helpers are compiled once per machine and kept in one folder that
+every point shares (``JITTAPE_HELPERS_DIR``, set by ``timing``), as after an install
+and ``python -m jittape warmup``, and a warm-up process per jittape program makes sure
+they are before the points run. JAX has no
 persistent cache unless configured, so each of its processes compiles from scratch.
 
 The ``jittape`` package is copied from this tree when the run starts, and every

@@ -8,6 +8,11 @@
   loads: see ``compiled.py`` for what two spinning OpenBLAS pools did to interleaved
   timings on a 2-core machine).
 * ``machine_info``: versions and the machine, for the JSON reports.
+
+Importing it makes every process a benchmark starts share jittape's runtime helpers
+(``JITTAPE_HELPERS_DIR``, the user's, unless set): they are compiled once per machine,
+as after an install and ``python -m jittape warmup``, whatever the fresh
+``JITTAPE_CACHE_DIR`` a point uses for its own compiled functions.
 """
 
 import os
@@ -15,6 +20,10 @@ import platform
 import timeit
 
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+os.environ.setdefault("JITTAPE_HELPERS_DIR", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+    "jittape", "helpers"))
 
 
 def pin_threads(n, environ=None):

@@ -16,7 +16,14 @@ from .tensor import (  # noqa: F401
 from .tape import GradientTape, UnconnectedGradients  # noqa: F401
 from .custom import checkpoint, custom_gradient, custom_jvp, custom_root, custom_vjp  # noqa: F401
 from .control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
-from .ops import *  # noqa: F401,F403  (the ops of ops/api.py, from the registry)
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from . import ops
+if _TYPE_CHECKING:            # (what a type checker reads: the names api.py lists)
+    from .ops import api as _api
+    from .ops.api import *  # noqa: F401,F403
+else:
+    from .ops import *  # noqa: F401,F403  (the ops of ops/api.py, from the registry)
 from .compiler import function, grad, hessian, jacobian, value_and_grad  # noqa: F401
 from .compiler import function as jit  # noqa: F401  (the JAX-style name of function)
 from .codegen.runtime import warmup  # noqa: F401  (compile the runtime helpers ahead)
@@ -24,3 +31,19 @@ from .ops import random  # noqa: F401
 from . import config  # noqa: F401
 from . import nn  # noqa: F401
 from . import numpy  # noqa: F401
+
+# what ``from jittape import *`` and type checkers take as the public names: these and
+# the ops (``ops/api.py``)
+__all__ = [
+    "__version__", "GradientLostError", "GradientLostWarning", "JittapeError", "NumericsError",
+    "ShapeError", "UnsupportedError", "Tensor", "Variable", "bool_", "constant", "float16",
+    "float32", "float64", "int8", "int16", "int32", "int64", "is_tensor", "uint8",
+    "GradientTape", "UnconnectedGradients", "checkpoint", "custom_gradient", "custom_jvp",
+    "custom_root", "custom_vjp", "cond", "fori_loop", "scan", "switch", "while_loop",
+    "function", "grad", "hessian", "jacobian", "value_and_grad", "jit", "warmup", "random",
+    "config", "nn", "numpy",
+]
+if _TYPE_CHECKING:
+    __all__ += _api.__all__
+else:
+    __all__ += ops.__all__

@@ -1,4 +1,4 @@
-"""``python -m jittape demo``: the seed tutorials' examples on the eager tape and compiled,
+"""``python -m jittape demo``: gradient examples on the eager tape and compiled,
 a small model fitted with a compiled training step, eager against compiled time per
 gradient step, and a plot. ``python -m jittape bench``: the benchmark against references
 and other frameworks (``benchmarks/runner.py``). ``python -m jittape warmup``: compile
@@ -65,6 +65,8 @@ def demo():
         jacobians = inner.gradient(z, [w1, w2])
     print("Hessians:", [[None if h is None else float(h) for h in outer.gradient(j, [w1, w2])]
                         for j in jacobians])
+    print("  (None: d2f/dw2^2 is unconnected, f being linear in w2; the tape says None as "
+          "TensorFlow does, jt.hessian below gives 0.0)")
     x = jt.Variable([100.])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -84,12 +86,12 @@ def demo():
     with jt.GradientTape(persistent=True) as tape:
         y = x @ w + b
         loss = jt.reduce_mean(y ** 2)
-    print("[+] tensor_y:       ", y)
-    print("[+] tensor_loss:    ", loss)
-    print("[+] tensor_dy_dx:   ", tape.gradient(y, x))
-    print("[+] tensor_dloss_dy:", tape.gradient(loss, y))
-    print("[+] tensor_dloss_dx:", tape.gradient(loss, x))
-    print("[+] watched variables:", [v.name for v in tape.watched_variables()])
+    print("y:         ", y)
+    print("loss:      ", loss)
+    print("dy/dx:     ", tape.gradient(y, x))
+    print("dloss/dy:  ", tape.gradient(loss, y))
+    print("dloss/dx:  ", tape.gradient(loss, x))
+    print("watched variables:", [v.name for v in tape.watched_variables()])
 
     _section("Dense layers")
     layer1 = jt.nn.Dense(2, activation="relu", name="dense_1")
@@ -98,9 +100,9 @@ def demo():
         loss = jt.reduce_mean(layer2(layer1(jt.constant([[1., 2., 3.]]))) ** 2)
     variables = layer1.trainable_variables + layer2.trainable_variables
     for v, g in zip(variables, tape.gradient(loss, variables)):
-        print(f"[+] variable name, shape: {v.name}, {g.shape}")
+        print(f"gradient of {v.name}: shape {g.shape}")
 
-    _section("Eager tape overhead (seed toy: record + gradient)")
+    _section("Eager tape overhead (f above: record + gradient)")
 
     def step():
         with jt.GradientTape() as tape:
@@ -114,7 +116,7 @@ def demo():
 
 
 def compiled_examples(seeds):
-    """The seed examples again, compiled: the same numbers from one native call."""
+    """The examples again, compiled: the same numbers from one native call."""
     import jittape as jt
 
     _section("The same, compiled (jt.grad, jt.hessian, jt.value_and_grad)")
@@ -129,9 +131,9 @@ def compiled_examples(seeds):
 
     w, b, x = seeds["linear"]
     loss, (dw, db, dx) = jt.value_and_grad(linear_loss, argnums=(0, 1, 2))(w, b, x)
-    print("[+] compiled loss:      ", loss)
-    print("[+] compiled dloss_dx:  ", dx)
-    print("[+] compiled dloss_db:  ", db)
+    print("compiled loss:     ", loss)
+    print("compiled dloss/dx: ", dx)
+    print("compiled dloss/db: ", db)
 
 
 def _moons(n, rng):
@@ -249,8 +251,8 @@ def timing_table(seeds):
 
     rows = []
     for name, loss, args, argnums in (
-            ("seed toy f(w1, w2)", f, (np.float32(5), np.float32(3)), (0, 1)),
-            ("seed linear, 1x4 @ 4x3", linear_loss, (w, b, x), (0, 1, 2)),
+            ("toy f(w1, w2)", f, (np.float32(5), np.float32(3)), (0, 1)),
+            ("linear, 1x4 @ 4x3", linear_loss, (w, b, x), (0, 1, 2)),
             ("MLP 2-16-16-2, batch 512", mlp_loss, (params, points, labels), (0,))):
         compiled = jt.value_and_grad(loss, argnums=argnums)
         t0 = time.perf_counter()
@@ -265,6 +267,13 @@ def timing_table(seeds):
         print(f"{name:28s} {t_eager * 1e6:9.1f} us {t_compiled * 1e6:9.1f} us "
               f"{t_eager / t_compiled:8.1f}x {first:9.2f} s")
     print("(first call: trace, differentiate, generate and compile, or load from the disk cache)")
+    from jittape.codegen.helpers_cache import helpers_dir
+    from jittape.codegen.linkage import TIMES
+    for (label, key), seconds in TIMES.items():      # what a first run on a machine costs
+        how = ("compiled, once for this machine" if seconds > 1.0 else
+               "loaded, compiled by an earlier run")
+        print(f"jittape's runtime helpers ({label} for {key}): {seconds:.1f} s in this process, "
+              f"{how} (kept in {helpers_dir()})")
     return rows
 
 
@@ -282,7 +291,7 @@ def pyplot():
 
 
 def plot(path, losses):
-    """The loss curve, and the seed tutorial's functions with their gradients."""
+    """The loss curve, and the example functions with their gradients."""
     import jittape as jt
     plt = pyplot()
     if plt is None:
@@ -300,6 +309,8 @@ def plot(path, losses):
     axes[1].plot(x1.numpy(), d1.numpy(), label="dres1/dx1")
     axes[2].plot(x2.numpy(), res2.numpy(), label="res2 = x2**3")
     axes[2].plot(x2.numpy(), d2.numpy(), label="dres2/dx2")
+    axes[1].set(title="A function and its gradient (tape)", ylabel="value")
+    axes[2].set(title="A cubic and its gradient (tape)", ylabel="value")
     for ax in axes[1:]:
         ax.set(xlabel="x")
         ax.legend()
@@ -344,7 +355,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m jittape", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo_parser = sub.add_parser("demo", help="run the seed tutorials' examples on the eager "
+    demo_parser = sub.add_parser("demo", help="run gradient examples on the eager "
                                  "tape and compiled, fit a small model, time eager against "
                                  "compiled steps, write a plot")
     demo_parser.add_argument("--plot", default="jittape_demo.png",

@@ -11,6 +11,7 @@ nothing differentiates through one (``autodiff`` says so rather than return zero
 """
 
 import operator
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -224,7 +225,9 @@ def _check_carry(what, init, new, step):
                 f"at step {step}; a carry keeps its shape and dtype (cast it in the body)"))
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None):
+def scan(f: Callable[[Any, Any], Tuple[Any, Any]], init: Any, xs: Any = None,
+         length: Optional[int] = None, reverse: bool = False, unroll: Union[int, bool] = 1,
+         checkpoint: Union[None, bool, int] = None) -> Tuple[Any, Any]:
     """``f(carry, x) -> (carry, y)`` over the leading axis of ``xs`` (any pytree of
     arrays, or None with ``length``): returns ``(carry, ys)``, ``ys`` the ``y``s stacked
     (a pytree of arrays, or None where ``f`` returns None), as ``jax.lax.scan``.
@@ -239,9 +242,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
     values only: memory of ``length / k`` carries and ``k`` steps' values (``k`` near
     ``sqrt(length)`` for the least). Eagerly the tape keeps every step's values."""
     x_leaves, x_def = tree.flatten(xs)
-    lengths = {int(np.shape(x)[0]) if np.ndim(x) else None for x in x_leaves}
-    if None in lengths:
+    if any(not np.ndim(x) for x in x_leaves):
         raise ValueError(at_user_line("scan: every leaf of xs needs a leading axis to scan over"))
+    lengths = {int(np.shape(x)[0]) for x in x_leaves}
     if length is not None:
         lengths.add(int(length))
     if len(lengths) != 1:
@@ -258,7 +261,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
             "reads), True (store the carries) or an int k (store every k-th carry)"))
     for x in x_leaves:
         if isinstance(x, Tracer):          # the trip count is a size: the trace holds for it only
-            x._trace.reads_sizes = True
+            x._trace.reads_sizes = True     # type: ignore[attr-defined]  # (set by the trace)
     trace = current_trace()
     unroll = n if unroll is True else max(int(unroll), 1)
     if regions.compiles_as_loop(trace) and unroll < n:
@@ -333,7 +336,7 @@ def _scan_blocks(trace, init, x_leaves, x_def, n, reverse, k, block, check, reco
     return carry, ys
 
 
-def fori_loop(lower, upper, body, init):
+def fori_loop(lower: int, upper: int, body: Callable[[Any, Any], Any], init: Any) -> Any:
     """``body(i, carry) -> carry`` for ``i`` in ``range(lower, upper)`` (Python ints, as
     the bounds must be here), as ``jax.lax.fori_loop``."""
     lower, upper = operator.index(lower), operator.index(upper)
@@ -352,7 +355,8 @@ def fori_loop(lower, upper, body, init):
     return carry
 
 
-def while_loop(cond_fun, body_fun, init):
+def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
+               init: Any) -> Any:
     """``body_fun(carry) -> carry`` while ``cond_fun(carry)`` holds, as
     ``jax.lax.while_loop``, and differentiable in reverse mode here, the trip count
     depending on the data: compiled, the loop is one region whose backward pass runs it
@@ -372,7 +376,8 @@ def while_loop(cond_fun, body_fun, init):
     return carry
 
 
-def cond(pred, true_fun, false_fun, *operands):
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
+         *operands: Any) -> Any:
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``; only that branch
     runs (``jax.lax.cond``). ``pred`` is a scalar. Compiled (CPU), on a traced ``pred``
     both branches are traced into one region that runs the one ``pred`` picks: one
@@ -387,7 +392,7 @@ def cond(pred, true_fun, false_fun, *operands):
     return true_fun(*operands) if pred else false_fun(*operands)
 
 
-def switch(index, branches, *operands):
+def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
     """``branches[index](*operands)``, ``index`` clamped into range (``jax.lax.switch``);
     compiled, on a traced index, one region as for ``cond`` (up to
     ``regions.MAX_BRANCHES`` branches; more are guards)."""

@@ -23,6 +23,7 @@ cotangent ``-(∂f/∂x)⁻ᵀ g``, and the tape or the autodiff pass carries th
 import contextlib
 import functools
 import threading
+from typing import Any, Callable
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def _apply(f_name, rule_name, args, forward, jvp=None):
     return y
 
 
-def custom_gradient(f):
+def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate ``f(*x) -> (y, grad_fn)``; ``grad_fn(dy)`` returns the inputs' gradients.
 
     ``f``'s own operations are not recorded: tapes record one entry whose backward
@@ -257,7 +258,7 @@ class custom_jvp(_RuleFunction):
         return _apply(name, "custom_jvp", args, forward, jvp=rule)
 
 
-def checkpoint(fun, policy=None):
+def checkpoint(fun: Callable[..., Any], policy: Any = None) -> Callable[..., Any]:
     """``fun`` whose intermediate values the backward pass does not keep: it runs ``fun``
     again under a tape and differentiates that (``jax.checkpoint``), trading compute for
     the memory a tape holds. ``fun`` returns one array. ``policy``: None, recompute
@@ -291,7 +292,7 @@ def _shape(x):
     return tuple(int(d) for d in (x._var.shape if isinstance(x, Tracer) else np.shape(x)))
 
 
-def custom_root(f, x0, solve):
+def custom_root(f: Callable[[Any], Any], x0: Any, solve: Callable[..., Any]) -> Any:
     """The root ``x`` of ``f(x) = 0`` that ``solve(f, x0)`` finds, differentiated
     implicitly (``jax.lax.custom_root``'s derivatives).
 

@@ -32,6 +32,8 @@ on the CPU, device buffers in the host driver on CUDA (``codegen.cuda.CudaContex
 where each step launches the body's kernels.
 """
 
+from typing import Any, Callable, Optional
+
 import numpy as np
 
 from . import ir, ops, tree
@@ -58,8 +60,8 @@ class LoopPart(OpRecord):
     kind = "loop"
     differentiable = False
     foldable = False             # never computed while tracing, even without traced inputs
-    region_vjp = None
-    interpret = None
+    region_vjp: Optional[Callable[..., Any]] = None
+    interpret: Optional[Callable[..., Any]] = None
 
     def __init__(self, name, role, abstract, lower, lower_cuda, regions=(), impl=None):
         self.name = name

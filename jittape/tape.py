@@ -15,6 +15,7 @@ import contextlib
 import enum
 import logging
 import warnings
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-_ONES = {}
+_ONES: Dict[Any, Any] = {}
 
 
 def _one(dtype):
@@ -58,20 +59,20 @@ class GradientTape:
         the tape records are watched automatically.
     """
 
-    def __init__(self, persistent=False, watch_accessed_variables=True):
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
         self._watch_accessed = bool(watch_accessed_variables)
-        self._entries = []
-        self._watched = set()           # ids of watched values and of values computed from them
-        self._roots = set()             # ids watched directly (watch, variables read)
-        self._variables = {}            # id -> Variable, for watched_variables()
-        self._constants = {}            # in a trace: watched constant's id -> its uses' Vars
+        self._entries: List[Any] = []
+        self._watched: Set[Any] = set()   # ids of watched values and of values computed from them
+        self._roots: Set[Any] = set()     # ids watched directly (watch, variables read)
+        self._variables: Dict[Any, Variable] = {}   # id -> Variable, for watched_variables()
+        self._constants: Dict[Any, Any] = {}  # in a trace: watched constant's id -> its uses' Vars
         self._recording = False
         self._used = False
         self._trace = None              # the trace this tape records in (see record_traced)
 
     # -- context ------------------------------------------------------------
-    def __enter__(self):
+    def __enter__(self) -> "GradientTape":
         if self._recording:
             raise ValueError("this GradientTape is already recording")
         self._push()
@@ -114,7 +115,7 @@ class GradientTape:
             ACTIVE_TAPES.append(self)
             self._recording = True
 
-    def reset(self):
+    def reset(self) -> None:
         """Clear everything recorded and watched; the tape can be used again."""
         self._entries = []
         self._watched = set()
@@ -124,7 +125,7 @@ class GradientTape:
         self._used = False
 
     # -- watching -------------------------------------------------------------
-    def watch(self, tensor):
+    def watch(self, tensor: Any) -> None:
         """Watch a tensor or variable, or each leaf of a pytree of them (lists, tuples,
         dicts, dataclasses, classes given to ``jt.tree.register``)."""
         for t in tree.flatten(tensor)[0]:
@@ -139,7 +140,8 @@ class GradientTape:
             if isinstance(t, Variable):
                 self._watch_variable(t)
             else:
-                key = t._var if t._value is None else t._id       # a tracer: its Var
+                # a tracer: its Var
+                key = t._var if t._value is None else t._id  # type: ignore[attr-defined]
                 self._watched.add(key)
                 self._roots.add(key)
 
@@ -148,7 +150,7 @@ class GradientTape:
         self._roots.add(var._id)
         self._variables[var._id] = var
 
-    def watched_variables(self):
+    def watched_variables(self) -> Tuple[Any, ...]:
         """The variables this tape watches, in the order they were created."""
         return tuple(self._variables[k] for k in sorted(self._variables))
 
@@ -170,8 +172,8 @@ class GradientTape:
         if not self._persistent:
             self._entries = []          # release what was recorded
 
-    def gradient(self, target, sources, output_gradients=None,
-                 unconnected_gradients=UnconnectedGradients.NONE):
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 unconnected_gradients: Any = UnconnectedGradients.NONE) -> Any:
         """The gradient of ``target`` (summed over all its tensors) w.r.t. each source.
 
         The result has the structure of ``sources`` (any pytree: a dataclass of
@@ -320,8 +322,10 @@ class GradientTape:
             wrt.extend(vars_)
         return wrt, groups
 
-    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True):
+    def jacobian(self, target: Any, sources: Any,
+                 unconnected_gradients: Any = UnconnectedGradients.NONE,
+                 parallel_iterations: Optional[int] = None,
+                 experimental_use_pfor: bool = True) -> Any:
         """d target[i...] / d source[j...], of shape ``target.shape + source.shape``."""
         unconnected = _unconnected(unconnected_gradients)
         src_leaves, src_def = _sources(sources, "jacobian")
@@ -400,8 +404,10 @@ class GradientTape:
             out.append(ops.reshape(ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
         return out
 
-    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
-                       parallel_iterations=None, experimental_use_pfor=True):
+    def batch_jacobian(self, target: Any, source: Any,
+                       unconnected_gradients: Any = UnconnectedGradients.NONE,
+                       parallel_iterations: Optional[int] = None,
+                       experimental_use_pfor: bool = True) -> Any:
         """Per-example jacobians: ``target[b, i...]`` w.r.t. ``source[b, j...]``.
 
         Assumes row ``b`` of the target depends only on row ``b`` of the source; the

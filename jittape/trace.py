@@ -275,8 +275,9 @@ class Trace:
                 self.random_where = node.where
         return out
 
-    def require_equal(self, op, a, b):
-        """Sizes ``a`` and ``b`` must be equal at run time (an op combines them)."""
+    def require_equal(self, op, a, b, why="operand shapes cannot be broadcast together"):
+        """Sizes ``a`` and ``b`` must be equal at run time (an op combines them; ``why``
+        says how, in the message)."""
         ea, eb = ir.expr_of(a), ir.expr_of(b)
         if ea != eb and (eb, ea) not in self.checks:
             where = self.where or user_frame()
@@ -295,8 +296,7 @@ class Trace:
                 unnamed.append(k)
                 return f"input{k}"
             sizes = f"{ir.render_expr(ea, name)} != {ir.render_expr(eb, name)}"
-            self.checks.setdefault((ea, eb), f"{op}: operand shapes cannot be broadcast together: "
-                                   f"sizes {sizes} in this call{at}" + (
+            self.checks.setdefault((ea, eb), f"{op}: {why}: sizes {sizes} in this call{at}" + (
                                        "\ninput<k> is the k-th of the flattened arguments"
                                        if unnamed else ""))
 

@@ -646,3 +646,15 @@ def test_narrow_integers_wrap_as_numpy_does(cache_dir):
         for fn, arg in ((g, np.array([0, 7, 200], np.uint8)),
                         (h, np.array([70000, 3], np.int32))):
             assert jt.function(fn)(arg) == fn(arg)
+
+
+def test_run_time_size_checks_say_what_the_sizes_are_to_the_op():
+    """A check of sizes that only a call knows names the op's own reason: a product's
+    inner sizes, a concatenation's other axes (not "cannot be broadcast")."""
+    prod = jt.function(lambda a, b: a @ b).lower(np.ones((3, 4)), np.ones((4, 2)))
+    assert "matmul: the inner sizes of the product differ: sizes a.shape[1] != b.shape[0]" \
+        in prod.source
+    cat = jt.function(lambda a, b: jt.concatenate([a, b])).lower(np.ones((3, 4)), np.ones((2, 4)))
+    assert "concatenate: the sizes of the other axes differ: sizes" in cat.source
+    add = jt.function(lambda a, b: a + b).lower(np.ones((3, 4)), np.ones(4))
+    assert "add: operand shapes cannot be broadcast together: sizes" in add.source

@@ -60,8 +60,8 @@ def available():
         ok = False
     if not ok:
         raise JittapeError(
-            "target='cuda' needs an NVIDIA GPU with its driver (pip install "
-            "'jittape[cuda]' for numba-cuda), or Numba's CUDA simulator for testing "
+            "target='cuda' needs an NVIDIA GPU with its driver and numba-cuda (pip install "
+            "numba-cuda), or Numba's CUDA simulator for testing "
             "without one (set NUMBA_ENABLE_CUDASIM=1 before importing jittape)")
 
 

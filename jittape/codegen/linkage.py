@@ -37,6 +37,11 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import lower_builtin, type_callable
 
 
+# {(label, key): seconds} that linking each helper took in this process (a compile, or a
+# load from the cache): what a first run cost (the demo says it)
+TIMES = {}
+
+
 class External:
     """A helper's fixed signatures and the symbols their machine code is known by."""
 
@@ -62,6 +67,7 @@ class External:
             return symbol
         with global_compiler_lock:             # (a kernel's compile may call this)
             if key not in self._linked:
+                start = time.perf_counter()
                 with Progress.of(f"{self.label} for {key}", 1 + len(self.requires),
                                  announce) as progress:
                     for helper in self.requires:   # defined before code that calls them
@@ -69,6 +75,8 @@ class External:
                         progress.step()
                     self._define(key, symbol)
                     progress.step()
+                if isinstance(progress, Progress):    # (the outermost: the whole cost)
+                    TIMES[(self.label, key)] = time.perf_counter() - start
         return symbol
 
     def _define(self, key, symbol):

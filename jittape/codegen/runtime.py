@@ -9,6 +9,8 @@
 - The matrix products (``dot``, ``matmul2d``, from gemm.py).
 """
 
+from typing import Sequence
+
 import numba
 import numpy as np
 from numba import types
@@ -24,7 +26,7 @@ from .linkage import link  # noqa: F401
 _jit = numba.njit(cache=True)
 
 
-def warmup(dtypes=("float32", "float64")):
+def warmup(dtypes: Sequence[str] = ("float32", "float64")) -> float:
     """Compile jittape's runtime helpers for ``dtypes`` now (or load them from their
     cache, ``helpers_cache``), so that no first call waits for them: the matrix
     products, about 10 s per dtype on a first run on a machine. Returns the seconds it

@@ -11,6 +11,7 @@ wrappers of one function are one object (``sharing``).
 import collections
 import functools
 import threading
+from typing import Any, Callable, Optional, Protocol, Tuple, Union, overload
 
 import numpy as np
 
@@ -231,8 +232,13 @@ def _flat_kernel(entry, inner):
 
 # -- the public constructors ---------------------------------------------------------------
 
-def _decorator(mode):
-    def make(fn=None, argnums=0, has_aux=False, target="cpu", static_argnums=()):
+Argnums = Union[int, Tuple[int, ...]]
+_F = Callable[..., Any]
+
+
+def _decorator(mode: str) -> Callable[..., Any]:
+    def make(fn: Optional[_F] = None, argnums: Argnums = 0, has_aux: bool = False,
+             target: str = "cpu", static_argnums: Argnums = ()) -> Any:
         if fn is None:
             return lambda f: Compiled(f, mode, argnums, has_aux, target, static_argnums)
         return Compiled(fn, mode, argnums, has_aux, target, static_argnums)
@@ -243,7 +249,15 @@ def _decorator(mode):
     return make
 
 
-def function(fn=None, target="cpu", static_argnums=()):
+@overload
+def function(fn: _F, target: str = ..., static_argnums: Argnums = ...) -> "Compiled": ...
+@overload
+def function(fn: None = ..., target: str = ...,
+             static_argnums: Argnums = ...) -> Callable[[_F], "Compiled"]: ...
+
+
+def function(fn: Optional[_F] = None, target: str = "cpu",
+             static_argnums: Argnums = ()) -> Union["Compiled", Callable[[_F], "Compiled"]]:
     """Compile ``fn`` as it is: tapes, gradients and ``Variable.assign*`` inside it run
     in the compiled code, and variables it reads from its enclosing scope become inputs
     (their assignments are written back after each call). The arguments named in
@@ -254,7 +268,20 @@ def function(fn=None, target="cpu", static_argnums=()):
     return Compiled(fn, "function", target=target, static_argnums=static_argnums)
 
 
-grad = _decorator("grad")
-value_and_grad = _decorator("value_and_grad")
-jacobian = _decorator("jacobian")
-hessian = _decorator("hessian")
+class _Transform(Protocol):
+    """What ``grad``, ``value_and_grad``, ``jacobian`` and ``hessian`` are: called on a
+    function, a compiled function; called with options only, a decorator."""
+
+    @overload
+    def __call__(self, fn: _F, argnums: Argnums = ..., has_aux: bool = ...,
+                 target: str = ..., static_argnums: Argnums = ...) -> "Compiled": ...
+    @overload
+    def __call__(self, fn: None = ..., argnums: Argnums = ..., has_aux: bool = ...,
+                 target: str = ...,
+                 static_argnums: Argnums = ...) -> Callable[[_F], "Compiled"]: ...
+
+
+grad: _Transform = _decorator("grad")
+value_and_grad: _Transform = _decorator("value_and_grad")
+jacobian: _Transform = _decorator("jacobian")
+hessian: _Transform = _decorator("hessian")

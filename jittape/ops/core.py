@@ -16,6 +16,7 @@ the same registry-driven tests check them.
 
 import functools
 import types
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -174,7 +175,8 @@ class OpRecord:
     simplify = None
     keep_inputs = True
     keep_out = True
-    lowerings = types.MappingProxyType({})   # records that lower set their own dict
+    # records that lower set their own dict
+    lowerings: Mapping[str, Any] = types.MappingProxyType({})
 
     def accumulator(self, dtype):
         return np.dtype(dtype)
@@ -506,15 +508,16 @@ def broadcast_shapes(op, *shapes):
     return tuple(out)
 
 
-def same_size(op, a, b):
+def same_size(op, a, b, why="operand shapes cannot be broadcast together"):
     """Sizes an op needs equal: equal now, and checked at run time if they may differ then.
 
     While tracing, two sizes known only at run time (``ir.Dim``s from different inputs)
     become a check in the generated code, so a later call with other sizes raises
-    instead of reading out of bounds.
+    instead of reading out of bounds; ``why`` says what the sizes are to the op (the
+    message: ``"<op>: <why>: sizes <a> != <b> in this call"``).
     """
     if TRACES and (hasattr(a, "expr") or hasattr(b, "expr")) and current_trace() is not None:
-        current_trace().require_equal(op, a, b)
+        current_trace().require_equal(op, a, b, why)
 
 
 _DTYPE_CACHE = {}

@@ -29,7 +29,7 @@ def _concat_abstract(*xs, axis):
     for s in shapes[1:]:
         for i, (a, b) in enumerate(zip(s, first)):
             if i != axis:
-                same_size("concatenate", a, b)
+                same_size("concatenate", a, b, "the sizes of the other axes differ")
     out = list(first)
     out[axis] = sum(s[axis] for s in shapes)
     dtype = np.result_type(*[x.dtype for x in xs])
@@ -79,7 +79,7 @@ def _stack_abstract(*xs, axis):
             raise ShapeError(at_user_line(
                 f"stack: all tensors need the same shape, got {', '.join(map(str, shapes))}"))
         for a, b in zip(s, first):
-            same_size("stack", a, b)
+            same_size("stack", a, b, "the arrays' shapes differ")
     out = list(first)
     out.insert(axis, len(xs))
     return Aval(tuple(out), np.result_type(*[x.dtype for x in xs]))

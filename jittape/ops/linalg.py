@@ -24,7 +24,7 @@ def _matmul_abstract(x, y):
         raise ShapeError(at_user_line(
             f"matmul: shapes {a} and {b} are not aligned: {k1} (last axis of the first) != "
             f"{k2} ({'second-to-last' if len(b) > 1 else 'only'} axis of the second)"))
-    same_size("matmul", k1, k2)
+    same_size("matmul", k1, k2, "the inner sizes of the product differ")
     batch = broadcast_shapes("matmul", a[:-2], b[:-2])
     shape = batch + (a[-2:-1] if len(a) > 1 else ()) + (b[-1:] if len(b) > 1 else ())
     return Aval(shape, np.result_type(x.dtype, y.dtype))
@@ -119,7 +119,7 @@ def _einsum_abstract(*operands, spec):
         if len(shape) != len(s):
             raise ShapeError(at_user_line(f"einsum: operand {s!r} of {spec!r} has shape {shape}"))
         for c, d in zip(s, shape):
-            same_size("einsum", sizes.setdefault(c, d), d)
+            same_size("einsum", sizes.setdefault(c, d), d, f"the sizes of index {c!r} differ")
             if sizes[c] != d:
                 raise ShapeError(at_user_line(
                     f"einsum: index {c!r} of {spec!r} has sizes {sizes[c]} and {d} "

@@ -14,6 +14,7 @@ marked ``public(numpy=True)``.
 """
 
 import argparse
+import inspect
 import importlib
 import pathlib
 import sys
@@ -135,6 +136,41 @@ def api_source():
         _imports(pairs) + _all(a for _, a, _ in pairs))
 
 
+# ops whose result is not always one tensor: a pytree given back, a tuple of indices
+_ANY_RESULT = frozenset({"stop_gradient", "where"})   # (where(c) alone: a tuple)
+
+
+def _stub_parameters(fn):
+    """The parameters of ``fn`` for a stub: each ``Any``, defaults as ``...``."""
+    items, keyword_only = [], False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            items.append(f"*{p.name}: Any")
+            keyword_only = True
+        elif p.kind is p.VAR_KEYWORD:
+            items.append(f"**{p.name}: Any")
+        else:
+            if p.kind is p.KEYWORD_ONLY and not keyword_only:
+                items.append("*")
+                keyword_only = True
+            items.append(f"{p.name}: Any" + (" = ..." if p.default is not p.empty else ""))
+    return ", ".join(items)
+
+
+def api_stub():
+    """``api.pyi``: the ops' signatures for type checkers (arguments of any type; a
+    tensor back)."""
+    lines = ['"""Types of the ops of ``jittape``: written by ``python -m jittape.ops.names`` from',
+             "the registry. Do not edit.", '"""', "", "from typing import Any", "",
+             "from ..tensor import Tensor", ""]
+    for module, attrs in jt_names().items():
+        for a in attrs:
+            result = "Any" if a in _ANY_RESULT else "Tensor"
+            lines.append(f"def {a}({_stub_parameters(getattr(module, a))}) -> {result}: ...")
+    names = [a for attrs in jt_names().values() for a in attrs]
+    return "\n".join(lines + _all(names))
+
+
 def numpy_source():
     pairs = [(m, a, name) for name, (m, a) in numpy_names().items()]
     return HEADER.format(what="The ops under NumPy's names, for ``jittape.numpy``") + "\n".join(
@@ -159,6 +195,7 @@ def outputs():
     """{path: the text the registry gives}."""
     docs = ROOT.parent / "docs" / "api.md"
     found = {ROOT / "ops" / "api.py": api_source(),
+             ROOT / "ops" / "api.pyi": api_stub(),
              ROOT / "ops" / "numpy_api.py": numpy_source()}
     if docs.exists():                  # an installed package has no docs
         found[docs] = docs_text(docs.read_text())
