@@ -1,7 +1,9 @@
 """jittape: fast gradients for NumPy code.
 
 An eager ``GradientTape`` with TensorFlow's semantics, and compiled gradients
-(``grad``, ``value_and_grad``, ``function``) on the same primitives. See API.md.
+(``grad``, ``value_and_grad``, ``function``) on the same primitives. The reference is
+``docs/api.md`` in the source repository (README.md there starts with a quickstart);
+``help(jittape.grad)`` and the other functions' docstrings say the same in short.
 """
 
 from ._version import __version__  # noqa: F401

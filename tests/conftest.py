@@ -19,8 +19,8 @@ os.environ["JITTAPE_TIERED"] = "0"
 # jittape's own helpers (the matrix products: about 20 s of compile per dtype) are
 # compiled once per machine into a folder of the temp directory that every test process
 # shares, never into the package or the user's cache (codegen/helpers_cache.py)
-os.environ.setdefault("JITTAPE_HELPERS_DIR",
-                      os.path.join(tempfile.gettempdir(), "jittape-test-helpers"))
+os.environ.setdefault("JITTAPE_HELPERS_DIR", os.path.join(
+    tempfile.gettempdir(), f"jittape-test-helpers-{os.getuid() if hasattr(os, 'getuid') else 0}"))
 
 # Compiled functions go to a disk cache of this test process, never the user's
 # (~/.cache/jittape): tests that need their own take the ``cache_dir`` fixture.

@@ -185,7 +185,7 @@ def test_the_disk_cache_serves_a_new_process(cache_dir):
 
 def test_no_gpu_and_no_simulator_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(cuda_runtime.cuda, "is_available", lambda: False)
-    with pytest.raises(jt.JittapeError, match=r"NVIDIA GPU.*jittape\[cuda\].*NUMBA_ENABLE_CUDASIM=1"):
+    with pytest.raises(jt.JittapeError, match=r"NVIDIA GPU.*pip install numba-cuda.*NUMBA_ENABLE_CUDASIM=1"):
         jt.grad(logistic, target="cuda")
 
 

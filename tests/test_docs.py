@@ -56,6 +56,20 @@ def test_the_python_examples_run(page, tmp_path):
     assert done.returncode == 0 and done.stdout.endswith("ran\n"), (page, done.stderr[-2000:])
 
 
+BLOCKS = [(page, k, block) for page in EXAMPLES
+          for k, block in enumerate(re.findall(r"```python\n(.*?)```", read(page), re.S))]
+
+
+@pytest.mark.parametrize("page, k, block", BLOCKS,
+                         ids=[f"{page}-{k}" for page, k, _ in BLOCKS])
+def test_each_python_example_runs_on_its_own(page, k, block, tmp_path):
+    """Every block as it is written, alone (a reader copies one, not the page)."""
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, "-c", block + "\nprint('ran')"], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.endswith("ran\n"), (page, k, done.stderr[-2000:])
+
+
 def test_the_quickstart_prints_the_tutorials_gradients(tmp_path):
     block = re.findall(r"```python\n(.*?)```", read("README.md"), re.S)[0]
     env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"))

@@ -99,3 +99,96 @@ def test_warmup_command():
     proc = subprocess.run([sys.executable, "-m", "jittape", "warmup", "--dtypes", "int8"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "not 'int8'" in proc.stderr
+
+
+USER_CACHED = """
+import sys, numpy as np, numba, jittape as jt
+rng = np.random.default_rng(0)
+w, x = rng.standard_normal((16, 12)), rng.standard_normal((8, 16))
+f = jt.function(lambda w, x: jt.sum(jt.tanh(x @ w)))
+kernel = f.kernel(w, x)
+
+@numba.njit(cache=True)
+def mine(w, x):
+    return kernel(w, x)[0] * 2
+
+print(float(mine(w, x)) - 2 * float(np.tanh(x @ w).sum()))
+"""
+
+INTERRUPTED = """
+import numpy as np, jittape as jt
+from jittape.codegen import gemm
+rng = np.random.default_rng(0)
+w, x = rng.standard_normal((16, 12)), rng.standard_normal((8, 16))
+f = jt.function(lambda w, x: jt.sum(jt.tanh(x @ w)))
+ext = gemm.matmul2d.external
+real, state = type(ext)._define, []
+
+def flaky(self, key, symbol):
+    if self is ext and not state:
+        state.append(1)
+        raise KeyboardInterrupt("Ctrl-C during the helpers' compile")
+    return real(self, key, symbol)
+
+type(ext)._define = flaky
+try:
+    f(w, x)
+except KeyboardInterrupt:
+    pass
+print(float(f(w, x)) - float(np.tanh(x @ w).sum()))
+"""
+
+
+@pytest.mark.parametrize("script, runs", [(USER_CACHED, 2), (INTERRUPTED, 2)],
+                         ids=["users-cached-njit", "interrupted-link"])
+def test_machine_code_never_loads_before_the_helpers_it_calls(script, runs, tmp_path):
+    """Regressions (each a segfault): the user's own cached njit function calling
+    ``f.kernel()`` loaded in a new process before the product it calls was defined; a
+    helpers' compile interrupted once was never done again. The second process loads
+    the kernel from the disk cache, its helpers cold where the first was interrupted."""
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path),
+               JITTAPE_HELPERS_DIR=str(tmp_path / "helpers"))
+    (tmp_path / "prog.py").write_text(script)
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert abs(float(proc.stdout.split()[-1])) < 1e-9
+
+
+def test_a_helpers_folder_of_others_is_not_used_and_clear_removes_only_ours(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)                             # writable by others: not loaded
+    env = {k: v for k, v in os.environ.items()}
+    env["JITTAPE_HELPERS_DIR"] = str(shared)
+    proc = subprocess.run([sys.executable, "-c", "from jittape.codegen import helpers_cache as h;"
+                           " print(h.helpers_dir())"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert "others may write it" in proc.stderr and str(shared) not in proc.stdout
+    # clear: jittape's files only, never other files or folders there
+    mine = tmp_path / "mine"
+    (mine / "other_project" / "__pycache__").mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    (mine / "other_project" / "__pycache__" / "g-3.py311.nbi").write_text("x")
+    (mine / "empty").mkdir()
+    os.chmod(mine, 0o700)
+    env["JITTAPE_HELPERS_DIR"] = str(mine)
+    env["JITTAPE_CACHE_DIR"] = str(tmp_path / "cache")
+    _run("import jittape as jt; jt.warmup(('float64',)); print('ok')", env)
+    assert helpers_cache.HelperLocator.get_suitable_cache_subpath(gemm.__file__) in os.listdir(mine)
+    subprocess.run([sys.executable, "-m", "jittape", "cache", "clear"], env=env, cwd=ROOT,
+                   check=True, capture_output=True, timeout=300)
+    left = sorted(os.path.relpath(os.path.join(d, n), mine) for d, ds, fs in os.walk(mine)
+                  for n in ds + fs)
+    assert "notes.txt" in left and "empty" in left
+    assert os.path.join("other_project", "__pycache__", "g-3.py311.nbi") in left
+    assert not [n for n in left if n.endswith((".nbi", ".nbc")) and n.startswith("codegen")]
+
+
+def test_the_helpers_folder_is_chosen_once_and_absolute(tmp_path, monkeypatch):
+    chosen = helpers_cache.helpers_dir()
+    assert os.path.isabs(chosen) and chosen == gemm._gemm._cache._cache_path.rsplit(os.sep, 1)[0]
+    monkeypatch.setenv("JITTAPE_HELPERS_DIR", str(tmp_path))        # (read at import only)
+    monkeypatch.setattr(jt.config, "disk_cache", False)
+    assert helpers_cache.helpers_dir() == chosen

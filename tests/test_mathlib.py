@@ -153,7 +153,7 @@ def test_a_new_process_takes_the_compiled_functions_from_the_disk_cache(tmp_path
         "def f(x):\n"
         "    return mathlib.softplus_f32(x[0]) + np.float32(mathlib.exp_f64(1.0))\n"
         "print(repr(f(np.ones(1, np.float32))))\n")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))   # the installation's cache
+    env = dict(os.environ, JITTAPE_HELPERS_DIR=str(tmp_path / "jittape"))   # the helpers'
     first = subprocess.run([sys.executable, "-c", script, "fresh"], env=env, check=True,
                            capture_output=True, text=True).stdout
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "jittape" / "mathlib").iterdir()) == \

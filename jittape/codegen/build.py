@@ -62,6 +62,7 @@ import numba
 
 from .._version import __version__
 from .. import config
+from .linkage import _lean_cache_loads, _start_runtime, link_module  # noqa: F401
 from .pipeline import KernelCompiler
 
 _PREFIX = "jittape_generated_"
@@ -517,40 +518,35 @@ class _Store:
 
 def cache_report():
     """What the disk cache holds: {"path", "entries" (compiled functions' modules),
-    "bytes" (theirs), "helpers_path", "helpers_bytes" (jittape's own helpers' machine
-    code)}; ``path`` None with the disk cache off."""
-    from .helpers_cache import helpers_dir
+    "bytes" (theirs), "helpers_path", "helpers_bytes" (jittape's own helpers' files)};
+    ``path`` None with the disk cache off."""
+    from .helpers_cache import helpers_dir, own_files
     root = config.cache_dir()
     entries = _Store(root).entries() if root else {}
-    helpers = helpers_dir()
     return {"path": root, "entries": len(entries),
             "bytes": sum(entry[0] for entry in entries.values()),
-            "helpers_path": helpers, "helpers_bytes": _tree_bytes(helpers)}
+            "helpers_path": helpers_dir(), "helpers_bytes": _bytes(own_files())}
 
 
 def clear_cache():
-    """Remove every entry of the disk cache and the helpers' machine code (the files
-    jittape made there, nothing else); what was removed, as ``cache_report`` says it."""
-    from .helpers_cache import helpers_dir
+    """Remove every entry of the disk cache and the helpers' files (what jittape wrote
+    there, nothing else; folders stay); what was removed, as ``cache_report`` says it."""
+    from .helpers_cache import own_files
     report = cache_report()
     if report["path"]:
         for _, _, paths in _Store(report["path"]).entries().values():
             _remove(paths)
-    for folder, _, files in os.walk(helpers_dir(), topdown=False):
-        _remove([os.path.join(folder, n) for n in files if n.endswith((".nbi", ".nbc"))])
-        with contextlib.suppress(OSError):     # (only folders that are empty now)
-            os.rmdir(folder)
+    _remove(own_files())
     return report
 
 
-def _tree_bytes(path):
+def _bytes(paths):
     total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
+    for path in paths:
+        try:
+            total += os.lstat(path).st_size
+        except OSError:
+            pass
     return total
 
 
@@ -574,10 +570,11 @@ class _Guard:
         io_guard = getattr(cache, "_guard_against_spurious_io_errors", None)
         lean = lean and inner is not None and io_guard is not None
 
+        namespace = getattr(getattr(dispatcher, "py_func", None), "__globals__", {})
+
         def load_overload(sig, target_context):
             # the helpers its code calls by symbol, defined first (linkage.link)
-            from .linkage import link_pending
-            link_pending()
+            link_module(namespace)
             directory = cache.cache_path
             with self.store.entry_lock(self.name):
                 ok = self.store.verify(self.name, directory, self.source_hash)
@@ -612,39 +609,6 @@ class _Guard:
         cache.save_overload = save_overload
 
 
-def _start_runtime(target_context):
-    """Numba refreshes its target context before it loads machine code from its cache:
-    in a new process that imports and registers every implementation Numba has (NumPy's
-    functions, linear algebra, SciPy's BLAS, typed containers, ...), most of a first
-    call from the disk cache, and none of it needed to run code that is compiled
-    already. Loads of a module found on disk start Numba's runtime only
-    (allocation and boxing, which the code calls); a compile, of this dispatcher or any
-    other, refreshes the context in full as it always does. (Numba's cache object is
-    private API: where it is not as expected, loads stay as they are.)"""
-    from numba.core.runtime import nrt
-    nrt.rtsys.initialize(target_context)
-
-
-def _lean_cache_loads(disp):
-    """Make ``disp``'s loads from Numba's cache lean (see ``_start_runtime``): for the
-    runtime helpers, cached with the installation (``linkage.External.link``)."""
-    cache = getattr(disp, "_cache", None)
-    load = getattr(cache, "_load_overload", None)
-    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
-    if load is None or guard is None:
-        return
-
-    before = getattr(disp, "_jittape_before_load", None)   # (linkage._before_loads)
-
-    def load_overload(sig, target_context):
-        if before is not None:
-            before(sig)
-        _start_runtime(target_context)
-        with guard():
-            return load(sig, target_context)
-        return None                        # (the guard swallowed an I/O error)
-
-    cache.load_overload = load_overload
 
 
 def _unsafe(path):
@@ -832,6 +796,16 @@ def _loadable(kernel):
     directory = os.path.join(root, "__pycache__")
     return (any(n.endswith(".nbi") for n in recorded)
             and all(os.path.exists(os.path.join(directory, n)) for n in recorded))
+
+
+def link_helpers(built):
+    """Define the symbols of the helpers ``built``'s kernel (and its parts) call, before
+    its dispatcher goes to the user's own code: a function of theirs kept in Numba's
+    cache that calls it loads without any load of ours (``linkage.link_module``)."""
+    kernel = built.kernel
+    for k in [kernel] + list((kernel.parts or {}).values()):
+        py_func = getattr(k.dispatcher, "py_func", k.dispatcher)
+        link_module(getattr(py_func, "__globals__", {}))
 
 
 def compiling(built):

@@ -19,7 +19,8 @@ The symbol must be defined in a process before machine code that refers to it is
 loaded. A compile defines it (the call's lowering links the helper); a kernel loaded
 from the disk cache compiles nothing, so its module says what it calls, at import:
 ``link(matmul2d, "float32")`` (lowerings ask for it with ``Context.link``), and the
-symbol is defined before the kernel's machine code loads (``link_pending``). The
+symbol is defined before the module's machine code loads or is handed to the user's
+code (``link_module``). The
 symbols' names do not depend on the helper's code: a kernel kept on disk calls the
 helper of the installation it runs in, through the same fixed signature.
 """
@@ -85,7 +86,6 @@ class External:
         # code is loaded from its cache (else a crash, a jump to an address the pool's
         # start would have defined)
         numba.get_num_threads()
-        from .build import _lean_cache_loads
         _lean_cache_loads(self.dispatcher)
         self.dispatcher.compile(sig)
         cres = self.dispatcher.overloads[tuple(sig)]
@@ -247,6 +247,41 @@ def external(dispatcher, name, signatures, key, requires=(), label=None):
     return helper
 
 
+def _start_runtime(target_context):
+    """Numba refreshes its target context before it loads machine code from its cache:
+    in a new process that imports and registers every implementation Numba has (NumPy's
+    functions, linear algebra, SciPy's BLAS, typed containers, ...), most of a first
+    call from the disk cache, and none of it needed to run code that is compiled
+    already. Loads of a module found on disk start Numba's runtime only
+    (allocation and boxing, which the code calls); a compile, of this dispatcher or any
+    other, refreshes the context in full as it always does. (Numba's cache object is
+    private API: where it is not as expected, loads stay as they are.)"""
+    from numba.core.runtime import nrt
+    nrt.rtsys.initialize(target_context)
+
+
+def _lean_cache_loads(disp):
+    """Make ``disp``'s loads from Numba's cache lean (see ``_start_runtime``): for the
+    runtime helpers, cached with the installation (``linkage.External.link``)."""
+    cache = getattr(disp, "_cache", None)
+    load = getattr(cache, "_load_overload", None)
+    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+    if load is None or guard is None:
+        return
+
+    before = getattr(disp, "_jittape_before_load", None)   # (_before_loads)
+
+    def load_overload(sig, target_context):
+        if before is not None:
+            before(sig)
+        _start_runtime(target_context)
+        with guard():
+            return load(sig, target_context)
+        return None                        # (the guard swallowed an I/O error)
+
+    cache.load_overload = load_overload
+
+
 def _link_required(ext, sig):
     """Link the helpers ``ext``'s code calls, for the key of signature ``sig``."""
     key = ext.key(*getattr(sig, "args", sig))
@@ -257,7 +292,7 @@ def _link_required(ext, sig):
 
 def _before_loads(dispatcher, before):
     """Run ``before(signature)`` before ``dispatcher`` loads machine code from Numba's
-    cache (``build._lean_cache_loads`` keeps it when it replaces the load)."""
+    cache (``_lean_cache_loads`` keeps it when it replaces the load)."""
     cache = getattr(dispatcher, "_cache", None)
     load = getattr(cache, "load_overload", None)
     if load is None:
@@ -292,31 +327,25 @@ def _lowering(ext, dispatcher):
     return lower
 
 
-_PENDING = []                      # (External, key) asked for by modules, not yet linked
-_PENDING_LOCK = threading.Lock()
-
-
 def link(helper, key):
     """Say that a generated module's kernel calls ``helper``'s machine code for ``key``
-    (modules call it at import): its symbol is defined before machine code is loaded
-    from a cache (``link_pending``), not now. A first call that runs on NumPy while the
-    kernel compiles in the background (tiered) then does not wait for the helper's
-    compile, about 10 s on a first run on a machine."""
+    (modules call it at import): the module keeps the request (``LINKS`` in its
+    namespace) and its symbol is defined before machine code of the module is loaded
+    from a cache, or handed to the user's code (``link_module``), not now. A first call
+    that runs on NumPy while the kernel compiles in the background (tiered) then does
+    not wait for the helper's compile, about 10 s on a first run on a machine."""
     ext = getattr(helper, "external", None)
     if ext is None:
         return None
-    if key not in ext._linked:
-        with _PENDING_LOCK:
-            _PENDING.append((ext, key))
+    namespace = sys._getframe(1).f_globals        # the generated module's
+    namespace.setdefault("LINKS", []).append((ext, key))
     return ext.symbol(key)
 
 
-def link_pending():
-    """Define the symbols that modules asked for (``link``): before any machine code of
-    a generated module is loaded from a cache (``build._Guard``)."""
-    while True:
-        with _PENDING_LOCK:
-            if not _PENDING:
-                return
-            ext, key = _PENDING.pop()
-        ext.link(key)
+def link_module(namespace):
+    """Define the symbols a generated module asked for (``link``; ``namespace``: its
+    globals). Each stays asked for until its link succeeds: an interrupted compile of
+    a helper is done again by the next load, never skipped."""
+    for ext, key in namespace.get("LINKS", ()):
+        if key not in ext._linked:
+            ext.link(key)

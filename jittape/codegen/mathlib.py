@@ -332,9 +332,8 @@ def _subroutine(context, builder, name, core, float_type):
 def _ir_path(name):
     """Where the LLVM IR of ``name`` is kept, under a key of this module's source, the
     Numba and llvmlite versions and the CPU (name and features): with the
-    installation's compiled helpers, as Numba keeps ``runtime.py``'s
-    (``$NUMBA_CACHE_DIR``, else this package's ``__pycache__`` where it is writable),
-    else in jittape's disk cache (None: none). It depends on jittape and the machine,
+    compiled helpers, as Numba keeps ``runtime.py``'s (``helpers_cache``: never in the
+    package), else in jittape's disk cache (None: none). It depends on jittape and the machine,
     not on any user function."""
     base = _install_cache()
     if base is None:
@@ -359,15 +358,10 @@ _SOURCE_KEY = None
 
 
 def _install_cache():
-    """The folder for compiled helpers of this installation, or None."""
-    chosen = os.environ.get("NUMBA_CACHE_DIR")
-    if chosen:
-        return os.path.join(chosen, "jittape")
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
-    try:
-        os.makedirs(here, exist_ok=True)
-    except OSError:
-        return None
+    """The folder for compiled helpers (``helpers_cache``: the user's, never the
+    package's), or None where it cannot be written."""
+    from .helpers_cache import helpers_dir
+    here = helpers_dir()
     return here if os.access(here, os.W_OK) else None
 
 

@@ -166,6 +166,7 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         """
         entry = self._entry_for(args)
         build.wait(entry.built)            # a compile in the background: its result
+        build.link_helpers(entry.built)    # (the caller's code may load without us)
         if self.target == "cuda":          # the host driver that launches the kernels
             return entry.built.dispatcher
         if entry.built.kernel.parts:       # Python calling the parts
@@ -243,7 +244,7 @@ def _decorator(mode: str) -> Callable[..., Any]:
             return lambda f: Compiled(f, mode, argnums, has_aux, target, static_argnums)
         return Compiled(fn, mode, argnums, has_aux, target, static_argnums)
     make.__name__ = mode
-    make.__doc__ = (f"Compile ``fn`` to its {mode.replace('_', ' ')} (see API.md). The "
+    make.__doc__ = (f"Compile ``fn`` to its {mode.replace('_', ' ')} (see docs/api.md). The "
                     "arguments named in ``static_argnums`` are constants of the compiled "
                     "code (part of its signature, hashable) rather than run-time inputs.")
     return make
@@ -262,7 +263,7 @@ def function(fn: Optional[_F] = None, target: str = "cpu",
     in the compiled code, and variables it reads from its enclosing scope become inputs
     (their assignments are written back after each call). The arguments named in
     ``static_argnums`` are constants of the compiled code (part of its signature,
-    hashable) rather than run-time inputs. See API.md."""
+    hashable) rather than run-time inputs. See docs/api.md."""
     if fn is None:
         return lambda f: Compiled(f, "function", target=target, static_argnums=static_argnums)
     return Compiled(fn, "function", target=target, static_argnums=static_argnums)
