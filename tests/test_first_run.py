@@ -40,7 +40,7 @@ def test_the_helpers_cache_is_the_users_never_the_package(tmp_path):
     mine = os.path.join(tmp_path, "mine.py")
     with open(mine, "w") as f:
         f.write("import numba\n@numba.njit(cache=True)\ndef g(x):\n    return x + 1\n")
-    env["PYTHONPATH"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
     path = _run("import jittape, mine; print(mine.g._cache._cache_path)", env)
     assert path == os.path.join(str(tmp_path), "__pycache__")
 
@@ -146,7 +146,8 @@ def test_machine_code_never_loads_before_the_helpers_it_calls(script, runs, tmp_
     ``f.kernel()`` loaded in a new process before the product it calls was defined; a
     helpers' compile interrupted once was never done again. The second process loads
     the kernel from the disk cache, its helpers cold where the first was interrupted."""
-    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path),
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=path,
                JITTAPE_HELPERS_DIR=str(tmp_path / "helpers"))
     (tmp_path / "prog.py").write_text(script)
     for _ in range(runs):
