@@ -193,3 +193,20 @@ def test_the_helpers_folder_is_chosen_once_and_absolute(tmp_path, monkeypatch):
     monkeypatch.setenv("JITTAPE_HELPERS_DIR", str(tmp_path))        # (read at import only)
     monkeypatch.setattr(jt.config, "disk_cache", False)
     assert helpers_cache.helpers_dir() == chosen
+
+
+def test_a_process_that_waits_for_a_compile_at_exit_says_so(tmp_path):
+    """A tiered first call returns at once; the process then waits at exit for the
+    compile it began (so that the next run loads it), and says why."""
+    env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), JITTAPE_TIERED="1")
+    proc = subprocess.run([sys.executable, "-c", "import numpy as np, jittape as jt\n"
+                           "print(float(jt.grad(lambda x: jt.sum(jt.sin(x) * x))(np.ones(3))[0]))"],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "jittape: finishing 1 compile begun in the background, so that the next run " \
+           "loads it from the disk cache" in proc.stderr
+    again = subprocess.run([sys.executable, "-c", "import numpy as np, jittape as jt\n"
+                            "f = jt.grad(lambda x: jt.sum(jt.sin(x) * x)); f(np.ones(3))\n"
+                            "print(f.cache_info().disk_hits)"],
+                           env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert again.stdout.split()[-1] == "1" and "finishing" not in again.stderr

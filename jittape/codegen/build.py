@@ -835,8 +835,37 @@ def compile_in_background(built, args):
                                   name=f"jittape compile of {os.path.basename(kernel.path)}")
         kernel.compiling, kernel.background, kernel.error = True, thread, None
         kernel.started = time.perf_counter()
+        _RUNNING.add(kernel)
+        _say_at_exit()
         thread.start()
         return True
+
+
+_RUNNING = set()                 # kernels compiling in the background
+_EXIT_REGISTERED = False
+
+
+def _say_at_exit():
+    """Once: at exit, before Python waits for the compile threads, say why it waits (a
+    first run on a machine also compiles jittape's helpers: seconds of silence else)."""
+    global _EXIT_REGISTERED
+    register = getattr(threading, "_register_atexit", None)   # (runs before the joins)
+    if _EXIT_REGISTERED or register is None:
+        return
+    _EXIT_REGISTERED = True
+    try:
+        register(_waiting)
+    except RuntimeError:         # (the interpreter is shutting down already)
+        pass
+
+
+def _waiting():
+    running = [k for k in list(_RUNNING) if k.compiling]
+    if running:
+        print(f"jittape: finishing {len(running)} compile{'s' if len(running) > 1 else ''} "
+              "begun in the background, so that the next run loads "
+              f"{'them' if len(running) > 1 else 'it'} from the disk cache",
+              file=sys.stderr, flush=True)
 
 
 def _compile_in_background(kernel, argtypes):
@@ -864,6 +893,7 @@ def _compile_in_background(kernel, argtypes):
         kernel.error = err
     finally:
         kernel.compiling = False
+        _RUNNING.discard(kernel)
 
 
 def wait(built, timeout=None):
