@@ -26,7 +26,6 @@ import atexit
 import os
 import shutil
 import stat
-import sys
 import tempfile
 import warnings
 
@@ -150,4 +149,3 @@ def install():
     """Put the locator first in Numba's list (once; before the helpers are defined)."""
     if HelperLocator not in caching.CacheImpl._locator_classes:
         caching.CacheImpl._locator_classes.insert(0, HelperLocator)
-    sys.modules.setdefault(__name__, sys.modules[__name__])

@@ -166,9 +166,10 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         """
         entry = self._entry_for(args)
         build.wait(entry.built)            # a compile in the background: its result
-        build.link_helpers(entry.built)    # (the caller's code may load without us)
         if self.target == "cuda":          # the host driver that launches the kernels
             return entry.built.dispatcher
+        if entry.user_kernel is None:      # (the caller's code may load without us)
+            build.link_helpers(entry.built)
         if entry.built.kernel.parts:       # Python calling the parts
             if entry.user_kernel is None:
                 entry.user_kernel = _in_parts(entry)
