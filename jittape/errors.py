@@ -5,10 +5,12 @@ with which shapes or dtypes, and where in the user's code (file:line).
 """
 
 import contextlib
+import functools
 import linecache
 import os
 import sys
 import sysconfig
+import warnings
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -96,29 +98,20 @@ class RecompileWarning(UserWarning):
 
 
 def user_frame():
-    """The innermost stack frame outside the jittape package, as 'file:line', or None."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        inside = _INSIDE.get(filename)
-        if inside is None:         # (a path made absolute once per file: every op asks)
-            inside = _INSIDE[filename] = (filename.startswith("<jittape") or os.path.abspath(
-                filename).startswith(_PACKAGE_DIR + os.sep))
-        if not inside:
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
-_INSIDE = {}
+    """The user's line calling into jittape (``caller_frames``), as 'file:line', or None."""
+    frame = caller_frames(sys._getframe(1))[0]
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
 
 
 def at_user_line(message):
     """Append ' (at file:line)' naming the user's line, when one can be found."""
     where = user_frame()
-    return f"{message} (at {where})" if where else message
+    if not where or message.endswith(f"(at {where})"):   # (said once, when re-raised)
+        return message
+    return f"{message} (at {where})"
 
 
+@functools.lru_cache(maxsize=None)
 def _library_dirs():
     """Where installed libraries and the standard library live: frames there (NumPy,
     SciPy, ...) are not the user's, though NumPy or SciPy may be what converted a value."""
@@ -130,33 +123,83 @@ def _library_dirs():
     return tuple(sorted(dirs))
 
 
-_LIBRARY_DIRS = None
+_JITTAPE, _LIBRARY, _USER = 0, 1, 2
+_KINDS = {}          # filename -> its kind, judged once per file: every traced op asks
 
 
-def _is_library(filename):
-    global _LIBRARY_DIRS
-    if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
-    return filename.startswith("<frozen") or os.path.abspath(filename).startswith(_LIBRARY_DIRS)
+def _kind(filename):
+    kind = _KINDS.get(filename)
+    if kind is None:
+        path = os.path.abspath(filename)
+        if filename.startswith("<jittape") or path.startswith(_PACKAGE_DIR + os.sep):
+            kind = _JITTAPE
+        elif filename.startswith("<frozen") or path.startswith(_library_dirs()):
+            kind = _LIBRARY
+        else:
+            kind = _USER
+        _KINDS[filename] = kind
+    return kind
 
 
 def caller_frames(start):
     """(user frame, the library frame it calls or None) above ``start``: jittape's own frames
-    are skipped, and so are those of installed libraries that called into them (SciPy's
-    ``logsumexp`` converting a tensor): the user frame is the line the user wrote. When
-    every frame is a library's, the innermost one outside jittape is the user frame."""
+    are skipped, and so are those of installed libraries and the standard library that
+    called into them (SciPy's ``logsumexp`` converting a tensor, ``contextlib`` entering a
+    tape's context): the user frame is the line the user wrote. When every frame is a
+    library's, the innermost one outside jittape is the user frame."""
     frame, library, fallback = start, None, None
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith("<jittape") or
-                os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)):
+        kind = _kind(frame.f_code.co_filename)
+        if kind == _USER:
+            return frame, library
+        if kind == _LIBRARY:
             if fallback is None:
                 fallback = frame
-            if not _is_library(filename):
-                return frame, library
             library = frame           # the outermost: the library function the user called
         frame = frame.f_back
     return fallback, None
+
+
+def warn_at_user(message, category, frame=None):
+    """Issue a warning at the user's line (``caller_frames``, or ``frame``) with that
+    module's registry: shown once per call site under Python's default filter, an error
+    under ``-W error``, and so on. A warning issued inside jittape would name jittape's
+    file, and the default filter would show it once whatever the user's line."""
+    if frame is None:
+        frame = caller_frames(sys._getframe(1))[0]
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    g = frame.f_globals
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=g.get("__name__", "__main__"),
+                           registry=g.setdefault("__warningregistry__", {}))
+
+
+def _report_floating_point(kind, flag):
+    """NumPy's floating-point error callback while jittape computes (``numpy_errors``):
+    NumPy's own warning, but at the user's line and naming the jittape op."""
+    frame, op = sys._getframe(1), None
+    while frame is not None and op is None:
+        if frame.f_code.co_name == "bind" and _kind(frame.f_code.co_filename) == _JITTAPE:
+            op = getattr(frame.f_locals.get("self"), "name", None)
+        frame = frame.f_back
+    where = f" in {op}" if op else ""
+    warn_at_user(f"{kind} encountered{where}", RuntimeWarning)
+
+
+def numpy_errors():
+    """A context in which NumPy's floating-point warnings (``np.seterr``'s ``"warn"``)
+    name the user's line rather than jittape's. The user's other settings (``"ignore"``,
+    ``"raise"``, their own ``"call"``) stay as they are; the tape enters it while it
+    records and computes gradients."""
+    import numpy as np
+    modes = np.geterr()
+    # "call": the user's own callback, or this context already
+    if "call" in modes.values() or "warn" not in modes.values():
+        return contextlib.nullcontext()
+    return np.errstate(call=_report_floating_point,
+                       **{k: "call" if v == "warn" else v for k, v in modes.items()})
 
 
 def call_text(frame):

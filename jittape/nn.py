@@ -5,6 +5,7 @@ import numpy as np
 
 from . import ops
 from .tensor import Variable, float32
+from .errors import at_user_line
 
 ACTIVATIONS = {
     None: lambda x: x, "linear": lambda x: x, "relu": ops.relu, "sigmoid": ops.sigmoid,
@@ -30,11 +31,11 @@ class Dense:
     def __init__(self, units, activation=None, use_bias=True, name=None, dtype=float32):
         if isinstance(activation, str) or activation is None:
             if activation not in ACTIVATIONS:
-                raise ValueError(f"Dense: unknown activation {activation!r}; use one of "
-                                 f"{sorted(k for k in ACTIVATIONS if k)} or a callable")
+                raise ValueError(at_user_line(f"Dense: unknown activation {activation!r}; use one of "
+                                 f"{sorted(k for k in ACTIVATIONS if k)} or a callable"))
             activation = ACTIVATIONS[activation]
         elif not callable(activation):
-            raise TypeError(f"Dense: activation must be a name or a callable, got {activation!r}")
+            raise TypeError(at_user_line(f"Dense: activation must be a name or a callable, got {activation!r}"))
         self.units = int(units)
         self.activation = activation
         self.use_bias = use_bias

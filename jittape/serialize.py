@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from . import control, ir
-from .errors import UnsupportedError
+from .errors import at_user_line, UnsupportedError
 from .ops.core import REGISTRY
 
 FORMAT = 1
@@ -61,7 +61,7 @@ def _encode(x):
         return {"var": x.id}
     if isinstance(x, ir.Graph):                   # a region's body
         return {"graph": _graph_data(x)}
-    raise UnsupportedError(f"serialize: a parameter of type {type(x).__name__} ({x!r:.60})")
+    raise UnsupportedError(at_user_line(f"serialize: a parameter of type {type(x).__name__} ({x!r:.60})"))
 
 
 def _decode(x, vars_):
@@ -96,7 +96,7 @@ def _decode(x, vars_):
         return vars_[value]
     if tag == "graph":
         return _graph_from(value, vars_)
-    raise ValueError(f"serialize: unknown tag {tag!r}")
+    raise ValueError(at_user_line(f"serialize: unknown tag {tag!r}"))
 
 
 def _var(v):
@@ -110,8 +110,8 @@ def _graph_data(graph):
     for node in graph.nodes:
         if table.get(node.prim.name) is not node.prim:
             raise UnsupportedError(
-                f"serialize: {node.prim.name} is not a registry op (a rule of the user's "
-                f"own holds Python code); serialize the graph after the passes drop it")
+                at_user_line(f"serialize: {node.prim.name} is not a registry op (a rule of the user's "
+                f"own holds Python code); serialize the graph after the passes drop it"))
         nodes.append({"op": node.prim.name, "inputs": [_encode(v) for v in node.inputs],
                       "params": _encode(dict(node.params)), "out": _var(node.out),
                       "where": None if node.where is None else str(node.where),
@@ -119,8 +119,8 @@ def _graph_data(graph):
     writes = []
     for k, target in graph.writes:
         if not isinstance(target, int):
-            raise UnsupportedError("serialize: a graph that writes to jt.Variables holds them; "
-                                   "pass their values as arguments instead")
+            raise UnsupportedError(at_user_line("serialize: a graph that writes to jt.Variables holds them; "
+                                   "pass their values as arguments instead"))
         writes.append([k, target])
     return {
         "name": graph.name,
@@ -151,7 +151,7 @@ def loads(blob):
     """The graph ``dumps`` wrote, its ops looked up in this process's registry."""
     data = json.loads(blob)
     if data.get("format") != FORMAT:
-        raise ValueError(f"serialize: format {data.get('format')!r}, expected {FORMAT}")
+        raise ValueError(at_user_line(f"serialize: format {data.get('format')!r}, expected {FORMAT}"))
     return _graph_from(data, {})
 
 
@@ -175,7 +175,7 @@ def _graph_from(data, vars_):
     for d in data["nodes"]:
         prim = table.get(d["op"])
         if prim is None:
-            raise UnsupportedError(f"serialize: this process has no op {d['op']!r}")
+            raise UnsupportedError(at_user_line(f"serialize: this process has no op {d['op']!r}"))
         out = var(d["out"])
         where = d["where"]
         if d.get("grad_of") is not None:          # a backward node: what it differentiates

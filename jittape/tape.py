@@ -13,6 +13,7 @@ the API boundary, for ``UnconnectedGradients.ZERO``.
 
 import contextlib
 import enum
+import functools
 import logging
 import warnings
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -20,7 +21,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from . import autodiff, control, ops, tree
-from .errors import NumericsError, at_user_line
+from .errors import NumericsError, at_user_line, numpy_errors
 from .ops.core import Aval
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
@@ -49,6 +50,15 @@ def _is_float(x):
     return x.dtype.kind in "fc"
 
 
+def _numpy_errors_at_user(method):
+    """The tape's gradients with NumPy's floating-point warnings at the user's line."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with numpy_errors():
+            return method(*args, **kwargs)
+    return wrapper
+
+
 class GradientTape:
     """Records operations for automatic differentiation (``tf.GradientTape``'s semantics).
 
@@ -70,15 +80,24 @@ class GradientTape:
         self._recording = False
         self._used = False
         self._trace = None              # the trace this tape records in (see record_traced)
+        self._errors = None             # the with block's numpy_errors context
 
     # -- context ------------------------------------------------------------
     def __enter__(self) -> "GradientTape":
         if self._recording:
-            raise ValueError("this GradientTape is already recording")
+            raise ValueError(at_user_line("this GradientTape is already recording"))
         self._push()
+        # NumPy's floating-point warnings of the recorded ops at the user's lines
+        self._errors = numpy_errors()
+        self._errors.__enter__()
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        errors, self._errors = self._errors, None
+        if errors is not None:
+            # (a token of another thread's context, when the tape was handed over)
+            with contextlib.suppress(ValueError):
+                errors.__exit__(exc_type, exc, tb)
         if self._recording:
             self._pop()
 
@@ -86,8 +105,8 @@ class GradientTape:
         trace = current_trace()
         if trace is not self._trace:
             if self._entries:
-                raise RuntimeError("a GradientTape used in a traced function cannot be "
-                                   "re-entered outside it (and the other way round)")
+                raise RuntimeError(at_user_line("a GradientTape used in a traced function cannot be "
+                                   "re-entered outside it (and the other way round)"))
             self._trace = trace
         ACTIVE_TAPES.append(self)
         thread_tapes().append(self)
@@ -104,8 +123,8 @@ class GradientTape:
     def stop_recording(self):
         """Temporarily stop recording operations on this tape."""
         if not self._recording:
-            raise ValueError("stop_recording() needs a tape that is recording "
-                             "(use it inside the tape's `with` block)")
+            raise ValueError(at_user_line("stop_recording() needs a tape that is recording "
+                             "(use it inside the tape's `with` block)"))
         position = thread_tapes().index(self)
         self._pop()
         try:
@@ -157,8 +176,8 @@ class GradientTape:
     # -- gradients ------------------------------------------------------------
     def _begin_use(self, what):
         if self._used and not self._persistent:
-            raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
-                               "set of gradients (or jacobians)")
+            raise RuntimeError(at_user_line("A non-persistent GradientTape can only be used to compute one "
+                               "set of gradients (or jacobians)"))
         if self._recording:
             if not self._persistent:
                 self._pop()
@@ -172,6 +191,7 @@ class GradientTape:
         if not self._persistent:
             self._entries = []          # release what was recorded
 
+    @_numpy_errors_at_user
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  unconnected_gradients: Any = UnconnectedGradients.NONE) -> Any:
         """The gradient of ``target`` (summed over all its tensors) w.r.t. each source.
@@ -260,7 +280,7 @@ class GradientTape:
             try:
                 found = input_cotangents(prim, g, out, saved, params, inputs, relevant)
             except NumericsError as err:
-                raise NumericsError(f"{err}, in the gradient of {prim.name}") from None
+                raise NumericsError(at_user_line(f"{err}, in the gradient of {prim.name}")) from None
             for i, ct in found:
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
@@ -322,6 +342,7 @@ class GradientTape:
             wrt.extend(vars_)
         return wrt, groups
 
+    @_numpy_errors_at_user
     def jacobian(self, target: Any, sources: Any,
                  unconnected_gradients: Any = UnconnectedGradients.NONE,
                  parallel_iterations: Optional[int] = None,
@@ -404,6 +425,7 @@ class GradientTape:
             out.append(ops.reshape(ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
         return out
 
+    @_numpy_errors_at_user
     def batch_jacobian(self, target: Any, source: Any,
                        unconnected_gradients: Any = UnconnectedGradients.NONE,
                        parallel_iterations: Optional[int] = None,
@@ -439,8 +461,8 @@ def _unconnected(value):
     try:
         return UnconnectedGradients(value.value if isinstance(value, UnconnectedGradients) else value)
     except ValueError:
-        raise ValueError(f"unconnected_gradients must be UnconnectedGradients.NONE or .ZERO, "
-                         f"got {value!r}") from None
+        raise ValueError(at_user_line(f"unconnected_gradients must be UnconnectedGradients.NONE or .ZERO, "
+                         f"got {value!r}")) from None
 
 
 def _sources(sources, what):

@@ -10,7 +10,6 @@ where a Python scalar never widens a tensor's dtype.
 import ast
 import itertools
 import sys
-import warnings
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -18,7 +17,7 @@ import numpy as np
 from . import config as _config
 from .recording import (ACTIVE_TAPES as _ACTIVE_TAPES, TRACES as _TRACES,
                         current_trace as _current_trace, thread_tapes as _thread_tapes)
-from .errors import (GradientLostError, GradientLostWarning, TracerError, UnsupportedError, at_user_line,
+from .errors import (warn_at_user, GradientLostError, GradientLostWarning, TracerError, UnsupportedError, at_user_line,
                      call_text, caller_frames)
 
 float16 = np.dtype(np.float16)
@@ -248,12 +247,12 @@ class Tensor:
 
     def __len__(self):
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise TypeError(at_user_line("len() of a 0-d tensor"))
         return self._value.shape[0]
 
     def __iter__(self):
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
+            raise TypeError(at_user_line("iteration over a 0-d tensor"))
         return (self[i] for i in range(self._value.shape[0]))
 
     def _scalar(self, kind):
@@ -274,7 +273,7 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.kind not in "iu":
-            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+            raise TypeError(at_user_line(f"only integer tensors can be used as an index, not {self.dtype}"))
         return int(self._scalar("int"))
 
     __hash__ = None   # == is elementwise, as in NumPy and TensorFlow
@@ -409,15 +408,7 @@ def _check_conversion(tensor):
         message += f" (at {where})"
     if _config.strict:
         raise GradientLostError(message + " [jt.config.strict is on]")
-    if frame is None:
-        warnings.warn(message, GradientLostWarning, stacklevel=3)
-        return
-    # at the user's line, with that module's registry: shown once per call site under
-    # Python's default filter, an error under -W error, and so on
-    g = frame.f_globals
-    warnings.warn_explicit(message, GradientLostWarning, frame.f_code.co_filename,
-                           frame.f_lineno, module=g.get("__name__", "__main__"),
-                           registry=g.setdefault("__warningregistry__", {}), module_globals=g)
+    warn_at_user(message, GradientLostWarning, frame)
 
 
 _last_conversion = None

@@ -613,13 +613,13 @@ class Tracer(Tensor):
 
     def __len__(self):
         if not self._var.shape:
-            raise TypeError("len() of a 0-d tensor")
+            raise TypeError(at_user_line("len() of a 0-d tensor"))
         self._trace.reads_sizes = True
         return int(self._var.shape[0])
 
     def __iter__(self):
         if not self._var.shape:
-            raise TypeError("iteration over a 0-d tensor")
+            raise TypeError(at_user_line("iteration over a 0-d tensor"))
         self._trace.reads_sizes = True
         return (self[i] for i in range(int(self._var.shape[0])))
 

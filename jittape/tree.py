@@ -11,6 +11,7 @@ isinstance checks for each array.
 """
 
 import dataclasses
+from .errors import at_user_line
 
 
 class TreeDef:
@@ -85,18 +86,18 @@ def register(cls, flatten, unflatten):
       ValueError: ``cls`` is registered already, or is list, tuple, dict or NoneType.
     """
     if not isinstance(cls, type):
-        raise TypeError(f"jt.tree.register: the first argument must be a class, got "
-                        f"{type(cls).__name__}")
+        raise TypeError(at_user_line(f"jt.tree.register: the first argument must be a class, got "
+                        f"{type(cls).__name__}"))
     name = _name(cls)
     for what, fn in (("flatten", flatten), ("unflatten", unflatten)):
         if not callable(fn):
-            raise TypeError(f"jt.tree.register({name}): {what} must be callable, got "
-                            f"{type(fn).__name__}")
+            raise TypeError(at_user_line(f"jt.tree.register({name}): {what} must be callable, got "
+                            f"{type(fn).__name__}"))
     if cls in _BUILTIN_KINDS:
-        raise ValueError(f"jt.tree.register: {name} is a built-in pytree node and cannot "
-                         "be registered")
+        raise ValueError(at_user_line(f"jt.tree.register: {name} is a built-in pytree node and cannot "
+                         "be registered"))
     if cls in _REGISTRY:
-        raise ValueError(f"jt.tree.register: {name} is already registered")
+        raise ValueError(at_user_line(f"jt.tree.register: {name} is already registered"))
     _REGISTRY[cls] = _Registered(flatten, unflatten)
     _KINDS.pop(cls, None)
 
@@ -222,21 +223,21 @@ def _flat(kind, n):
 def _custom_flatten(cls, tree):
     out = _REGISTRY[cls].flatten(tree)
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise TypeError(f"jt.tree: the flatten function registered for {_name(cls)} must "
-                        f"return a pair (children, aux_data), got {type(out).__name__}")
+        raise TypeError(at_user_line(f"jt.tree: the flatten function registered for {_name(cls)} must "
+                        f"return a pair (children, aux_data), got {type(out).__name__}"))
     children, aux = out
     try:
         children = iter(children)
     except TypeError:
-        raise TypeError(f"jt.tree: the flatten function registered for {_name(cls)} returned "
+        raise TypeError(at_user_line(f"jt.tree: the flatten function registered for {_name(cls)} returned "
                         f"children of type {type(children).__name__}, which is not "
-                        "iterable") from None
+                        "iterable")) from None
     try:
         hash(aux)
     except TypeError:
-        raise TypeError(f"jt.tree: the flatten function registered for {_name(cls)} returned "
+        raise TypeError(at_user_line(f"jt.tree: the flatten function registered for {_name(cls)} returned "
                         f"aux_data of type {type(aux).__name__}, which is not hashable "
-                        "(use a tuple, or keep arrays among the children)") from None
+                        "(use a tuple, or keep arrays among the children)")) from None
     return children, aux
 
 
@@ -247,8 +248,8 @@ def _sort_key(k):
 def unflatten(treedef, leaves):
     """Rebuild the structure ``treedef`` with ``leaves`` (a sequence or iterable) in order."""
     if isinstance(leaves, (list, tuple)) and len(leaves) != treedef.num_leaves:
-        raise ValueError(f"jt.tree.unflatten: the structure has {treedef.num_leaves} leaves, "
-                         f"got {len(leaves)}")
+        raise ValueError(at_user_line(f"jt.tree.unflatten: the structure has {treedef.num_leaves} leaves, "
+                         f"got {len(leaves)}"))
     return _unflatten(treedef, iter(leaves))
 
 
@@ -380,8 +381,8 @@ def _mismatch(which, path, expected, got):
         got = f"a dict with keys {list(got)}"
     else:
         got = "None" if got is None else type(got).__qualname__
-    raise ValueError(f"jt.tree.map: tree {which} does not have the first tree's structure "
-                     f"at {path or 'the top'}: expected {expected}, got {got}")
+    raise ValueError(at_user_line(f"jt.tree.map: tree {which} does not have the first tree's structure "
+                     f"at {path or 'the top'}: expected {expected}, got {got}"))
 
 
 def map_leaves(fn, tree):

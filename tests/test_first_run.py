@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numba
 import pytest
@@ -210,3 +212,28 @@ def test_a_process_that_waits_for_a_compile_at_exit_says_so(tmp_path):
                             "print(f.cache_info().disk_hits)"],
                            env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert again.stdout.split()[-1] == "1" and "finishing" not in again.stderr
+
+
+def test_a_background_compile_the_main_thread_waits_for_says_so(capsys, monkeypatch):
+    from numba.core.compiler_lock import global_compiler_lock
+    monkeypatch.setattr(linkage.Progress, "AFTER", 0.05)
+    started, release = threading.Event(), threading.Event()
+
+    def background():
+        with global_compiler_lock:
+            with linkage.Progress.of("a test helper", 1) as progress:
+                started.set()
+                release.wait(10)
+                progress.step()
+
+    quiet = threading.Thread(target=background)
+    quiet.start()
+    started.wait(10)
+    time.sleep(0.4)                    # the main thread is busy elsewhere: nothing said
+    assert "a test helper" not in capsys.readouterr().err
+    threading.Timer(0.6, release.set).start()
+    with global_compiler_lock:         # the main thread waits for the compile
+        pass
+    quiet.join(10)
+    err = capsys.readouterr().err
+    assert "compiling its runtime helpers (a test helper)" in err, err

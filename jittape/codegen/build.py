@@ -56,11 +56,11 @@ import tempfile
 import threading
 import time
 import types
-import warnings
 
 import numba
 
 from .._version import __version__
+from ..errors import warn_at_user
 from .. import config
 from .linkage import _lean_cache_loads, _start_runtime, link_module  # noqa: F401
 from .pipeline import KernelCompiler
@@ -671,19 +671,7 @@ def _warn_once(what, message):
     if what in _WARNED:
         return
     _WARNED.add(what)
-    # attributed to the first frame outside jittape and Numba: the user's call
-    level, frame = 2, sys._getframe(1)
-    while frame is not None and _internal(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, RuntimeWarning, stacklevel=level if frame is not None else 2)
-
-
-_INTERNAL_DIRS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (
-    os.path.dirname(os.path.abspath(__file__)), numba.__file__))
-
-
-def _internal(filename):
-    return filename.startswith("<jittape") or os.path.abspath(filename).startswith(_INTERNAL_DIRS)
+    warn_at_user(message, RuntimeWarning)     # the user's call, past jittape and Numba
 
 
 # -- the first call ------------------------------------------------------------------------

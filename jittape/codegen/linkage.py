@@ -26,6 +26,7 @@ helper of the installation it runs in, through the same fixed signature.
 """
 
 import inspect
+import os
 import sys
 import threading
 import time
@@ -117,9 +118,10 @@ class Progress:
     """What a long compile of jittape's helpers tells the user, on stderr: nothing if it
     ends within ``AFTER`` seconds (a load from the cache, or a quick compile), else a
     line saying what compiles, and where it is kept, then a bar of its steps (tqdm, when
-    installed) or a line when it is done. Only a compile the user waits for says so (on
-    the main thread: a compile in the background, while calls run on NumPy, is
-    silent). Nested compiles are steps of the outermost."""
+    installed) or a line when it is done. Only a compile the user waits for says so: one
+    on the main thread, or one in the background once the main thread waits for it (a
+    compile in the background while calls run on NumPy is silent). Nested compiles are
+    steps of the outermost."""
 
     AFTER = 1.0
     _current = None
@@ -137,6 +139,18 @@ class Progress:
             self.timer = threading.Timer(self.AFTER, self._show)
             self.timer.daemon = True
             self.timer.start()
+        else:
+            # in the background: said only once the main thread waits for it
+            self.timer = threading.Thread(target=self._watch_main, daemon=True)
+            self.timer.start()
+
+    def _watch_main(self):
+        time.sleep(self.AFTER)
+        while self.timer and not self.shown:
+            if _main_waits():
+                self._show()
+                return
+            time.sleep(0.1)
 
     @classmethod
     def of(cls, what, total, announce=None):
@@ -174,7 +188,7 @@ class Progress:
 
     def __exit__(self, *exc):
         with self.lock:
-            if self.timer:
+            if isinstance(self.timer, threading.Timer):
                 self.timer.cancel()
             self.timer = False
             if self.bar is not None:
@@ -186,6 +200,18 @@ class Progress:
                       file=sys.stderr, flush=True)
         Progress._current = None
         return False
+
+
+def _main_waits():
+    """Whether the main thread is blocked on a compile another thread runs: waiting for
+    Numba's compiler lock, or for a kernel that thread compiles (``build.first_call``)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return False
+    code = frame.f_code
+    return (code.co_filename.endswith(os.path.join("numba", "core", "compiler_lock.py"))
+            or (code.co_name == "first_call" and code.co_filename.endswith(
+                os.path.join("codegen", "build.py"))))
 
 
 class _Nested:

@@ -23,13 +23,12 @@ serve the sizes it was traced with makes the function keyed on exact sizes
 import collections
 import sys
 import time
-import warnings
 
 import numpy as np
 
 from .. import config, ir
 from ..codegen import build, interpret, python_tier
-from ..errors import (JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
+from ..errors import (warn_at_user, JittapeError, OutOfRange, RecompileWarning, ShapeError, SignatureMismatch,
                       SizeMismatch, at_user_line, caller_frames, kernel_messages)
 from ..recording import TRACES, current_trace
 from . import fastpath
@@ -417,12 +416,7 @@ class Variants:
                    f"{limit}); the last time {_signature_change(last, key, sizes)}. Pass "
                    "values that change as NumPy arrays or scalars (run-time inputs), keep "
                    "dtypes and ranks fixed, or compute branches with jt.where")
-        if frame is None:
-            warnings.warn(message, RecompileWarning, stacklevel=2)
-        else:
-            warnings.warn_explicit(message, RecompileWarning, frame.f_code.co_filename,
-                                   frame.f_lineno, frame.f_globals.get("__name__"),
-                                   frame.f_globals.setdefault("__warningregistry__", {}))
+        warn_at_user(message, RecompileWarning, frame)
 
     def _forget_callers(self):
         self._fast.clear()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol, Tuple, Union, overload
 import numpy as np
 
 from .. import config
-from ..errors import kernel_messages
+from ..errors import at_user_line, kernel_messages
 from ..codegen import build, interpret
 from .cache import Variants
 from .capture import Wrapper, _implicit_inputs, _kernel_inputs_text
@@ -71,14 +71,14 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         if "_stats" in self.__dict__:     # an existing wrapper of the same function (__new__)
             return
         if mode not in _MODES:
-            raise ValueError(f"unknown mode {mode!r}")
+            raise ValueError(at_user_line(f"unknown mode {mode!r}"))
         if target not in ("cpu", "cuda"):
-            raise ValueError(f"target={target!r}: use target='cpu' or target='cuda'")
+            raise ValueError(at_user_line(f"target={target!r}: use target='cpu' or target='cuda'"))
         if target == "cuda":
             from ..codegen import cuda_runtime
             cuda_runtime.available()
         if not callable(fn):
-            raise TypeError(f"{mode}: expected a function, got {type(fn).__name__}")
+            raise TypeError(at_user_line(f"{mode}: expected a function, got {type(fn).__name__}"))
         self.fn = fn
         self.mode = mode
         self.single, self.argnums, self.static_argnums = options(mode, argnums, static_argnums)

@@ -42,16 +42,16 @@ def options(mode, argnums, static_argnums):
     single = isinstance(argnums, int)
     resolved = (argnums,) if single else tuple(argnums)
     if not all(isinstance(a, int) for a in resolved) or not resolved:
-        raise TypeError(f"{mode}: argnums must be an int or a non-empty tuple of ints, "
-                        f"got {argnums!r}")
+        raise TypeError(at_user_line(f"{mode}: argnums must be an int or a non-empty tuple of ints, "
+                        f"got {argnums!r}"))
     if len(set(resolved)) != len(resolved):
-        raise ValueError(f"{mode}: argnums={argnums!r} names an argument twice")
+        raise ValueError(at_user_line(f"{mode}: argnums={argnums!r} names an argument twice"))
     if mode == "function":
         resolved = ()                     # nothing is differentiated
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if not all(isinstance(a, int) for a in static):
-        raise TypeError(f"{mode}: static_argnums must be an int or a tuple of ints, "
-                        f"got {static_argnums!r}")
+        raise TypeError(at_user_line(f"{mode}: static_argnums must be an int or a tuple of ints, "
+                        f"got {static_argnums!r}"))
     return single, resolved, static
 
 

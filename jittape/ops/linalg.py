@@ -263,8 +263,8 @@ def _cuda_matmul(ctx, node):
     x, y = node.inputs
     out = node.out
     if not (x.dtype == y.dtype == out.dtype and out.dtype.kind == "f"):
-        raise UnsupportedError(f"target='cuda': matmul of {x.dtype} and {y.dtype} is not "
-                               "supported on CUDA (floating-point operands of one dtype)")
+        raise UnsupportedError(at_user_line(f"target='cuda': matmul of {x.dtype} and {y.dtype} is not "
+                               "supported on CUDA (floating-point operands of one dtype)"))
     o = ctx.name(out)
     lines = [ctx.buffer(out)]
     batch = out.ndim - (x.ndim > 1) - (y.ndim > 1)
