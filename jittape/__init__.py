@@ -28,6 +28,8 @@ else:
     from .ops import *  # noqa: F401,F403  (the ops of ops/api.py, from the registry)
 from .compiler import function, grad, hessian, jacobian, value_and_grad  # noqa: F401
 from .compiler import function as jit  # noqa: F401  (the JAX-style name of function)
+from .forward import ForwardAccumulator  # noqa: F401
+from .transforms import hvp, jacfwd, jacrev, jvp, linearize  # noqa: F401
 from .codegen.runtime import warmup  # noqa: F401  (compile the runtime helpers ahead)
 from .ops import random  # noqa: F401
 from . import config  # noqa: F401
@@ -43,6 +45,7 @@ __all__ = [
     "GradientTape", "UnconnectedGradients", "checkpoint", "custom_gradient", "custom_jvp",
     "custom_root", "custom_vjp", "cond", "fori_loop", "scan", "switch", "while_loop",
     "function", "grad", "hessian", "jacobian", "value_and_grad", "jit", "warmup", "random",
+    "ForwardAccumulator", "hvp", "jacfwd", "jacrev", "jvp", "linearize",
     "config", "nn", "numpy",
 ]
 if _TYPE_CHECKING:

@@ -53,7 +53,14 @@ class CustomRule(OpRecord):
         self.n_inputs = n_inputs
         self.fn_name = fn_name
         self.traced = traced
-        self.jvp = jvp
+        # jvp(tangents) -> the output's tangent, tangents one per input (None: zero); forward
+        # mode calls it as a joint rule (``jvp.py``); without one it transposes the VJP
+        self.tangent_fn = jvp
+        if jvp is not None:
+            self.jvp = self._jvp
+
+    def _jvp(self, tangents, out, *args):
+        return self.tangent_fn(tangents[1:] if self.traced else tangents)
 
     @staticmethod
     def impl(y, *args):
@@ -255,7 +262,12 @@ class custom_jvp(_RuleFunction):
                                  [tangents[k] for k in floats], g, len(args),
                                  [diff[k] for k in floats])
             return y, vjp_fn
-        return _apply(name, "custom_jvp", args, forward, jvp=rule)
+        def tangent_fn(tangents):
+            primals = tuple(args[i] for i in diff)
+            ts = tuple(ops.zeros_like(args[i]) if tangents[i] is None else tangents[i]
+                       for i in diff)
+            return rule(*fixed_args, primals, ts)[1]
+        return _apply(name, "custom_jvp", args, forward, jvp=tangent_fn)
 
 
 def checkpoint(fun: Callable[..., Any], policy: Any = None) -> Callable[..., Any]:

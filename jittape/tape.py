@@ -69,6 +69,8 @@ class GradientTape:
         the tape records are watched automatically.
     """
 
+    _forward = False                  # (a ForwardAccumulator sits with tapes: True)
+
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
         self._watch_accessed = bool(watch_accessed_variables)
@@ -80,7 +82,7 @@ class GradientTape:
         self._recording = False
         self._used = False
         self._trace = None              # the trace this tape records in (see record_traced)
-        self._errors = None             # the with block's numpy_errors context
+        self._errors: Any = None        # the with block's numpy_errors context
 
     # -- context ------------------------------------------------------------
     def __enter__(self) -> "GradientTape":

@@ -40,6 +40,8 @@ def test_op_on_cuda_matches_the_eager_tape(name):
     (_, got_parts), got_grads = f(*arrays)
     _close(got_parts[0], parts[0], np.float64, f"{name} float64 value")
     _close(got_parts[1], parts[1], np.float32, f"{name} float32 value")
+    _close(got_parts[2], parts[2], np.float64, f"{name} float64 tangent")
+    _close(got_parts[3], parts[3], np.float32, f"{name} float32 tangent")
     for k, g, want in zip(argnums, got_grads, grads):
         want = np.zeros_like(arrays[k]) if want is None else want
         assert np.shape(g) == arrays[k].shape and np.asarray(g).dtype == arrays[k].dtype, (name, k)

@@ -168,6 +168,76 @@ def test_vjp_matches_finite_differences(name, i):
                                    err_msg=f"{name} input {k}")
 
 
+def test_every_differentiable_primitive_declares_jvp_rules():
+    """Forward mode has a rule of its own on each record (the transposed VJP is only the
+    fallback of custom rules): a rule per differentiable input, or one for all."""
+    missing = []
+    for name, op in REGISTRY.items():
+        if not op.differentiable:
+            continue
+        if op.jvp is None:
+            missing.append(name)
+        elif not callable(op.jvp):
+            for ex in op.examples:
+                for k, spec in enumerate(ex.inputs):
+                    if isinstance(spec, tuple) and op.vjp[k] is not None and op.jvp[k] is None:
+                        missing.append(f"{name} input {k}")
+    assert not missing, f"differentiable primitives without JVP rules: {missing}"
+
+
+def _directional(op, params, values, diff, dirs, eps=1e-6):
+    """Central differences of op(*values) along ``dirs`` (one per differentiable input)."""
+    def at(sign):
+        moved = list(values)
+        for k, d in zip(diff, dirs):
+            moved[k] = values[k] + sign * eps * d
+        return np.asarray(apply(op, [jt.constant(a) if isinstance(a, np.ndarray) else a
+                                     for a in moved], params), np.float64)
+    return (at(1) - at(-1)) / (2 * eps)
+
+
+@pytest.mark.parametrize("name,i", DIFFERENTIABLE)
+def test_jvp_matches_finite_differences(name, i):
+    op = all_ops()[name]
+    ex = op.examples[i]
+    rng = _rng(name, i)
+    values, diff = make_inputs(op, ex, rng)
+    dirs = [rng.normal(size=values[k].shape) for k in diff]
+    args = [jt.constant(a) if isinstance(a, np.ndarray) else a for a in values]
+    with jt.ForwardAccumulator([args[k] for k in diff], dirs) as acc:
+        out = apply(op, args, ex.params)
+    t = acc.jvp(out)
+    low = out.dtype == np.float32
+    eps, rtol = (1e-3, 2e-3) if low else (1e-6, 1e-5)
+    expected = _directional(op, ex.params, values, diff, dirs, eps)
+    if t is None:
+        assert np.allclose(expected, 0, atol=1e-7), f"{name}: tangent is None"
+        return
+    assert t.shape == out.shape and t.dtype == out.dtype, (name, t.shape, t.dtype)
+    np.testing.assert_allclose(t.numpy(), expected, rtol=rtol, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("name,i", [c for c in DIFFERENTIABLE if c[1] == 0])
+def test_jvp_rules_and_the_transposed_vjp_agree(name, i):
+    """The fallback (a VJP rule transposed by a tape) gives what the op's own JVP rule
+    gives: the construction custom rules rely on, checked on every primitive."""
+    op = all_ops()[name]
+    if not isinstance(op, Primitive):
+        return
+    from jittape.jvp import _transposed_vjp, output_tangent
+    ex = op.examples[i]
+    rng = _rng(name, i)
+    values, diff = make_inputs(op, ex, rng)
+    args = [jt.constant(a) if isinstance(a, np.ndarray) else a for a in values]
+    out = op.bind(*args, **ex.params)
+    tangents = [jt.constant(rng.normal(size=values[k].shape)) if k in diff else None
+                for k in range(len(args))]
+    own = output_tangent(op, tangents, out, args, ex.params)
+    fallback = _transposed_vjp(op, tangents, diff, out, args, ex.params)
+    fallback = np.broadcast_to(np.asarray(fallback), out.shape) if fallback is not None else 0
+    np.testing.assert_allclose(np.asarray(own), fallback, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
 @pytest.mark.parametrize("name,i", DIFFERENTIABLE)
 def test_float32_stays_float32(name, i):
     op = all_ops()[name]
@@ -270,15 +340,25 @@ def _op_program(name):
                     slots.append(("static", value))
             out = apply(op, values, ex.params)
             v = rng.normal(size=np.shape(out)).astype(dtype)
-            layout.append((dtype, slots, ex.params, v))
+            dirs = [rng.normal(size=values[k].shape).astype(dtype) for k in diff]
+            layout.append((dtype, slots, ex.params, v, diff, dirs))
 
     def loss(*args):
+        # sum(op(*inputs) * v) per dtype, and sum(tangent * v) for the directions ``dirs``
+        # (a forward accumulator in the same program: its JVP rules compiled with it)
         totals = {np.float64: 0.0, np.float32: 0.0}
-        for dtype, slots, params, v in layout:
+        tangents = {np.float64: 0.0, np.float32: 0.0}
+        for dtype, slots, params, v, diff, dirs in layout:
             inputs = [args[s[1]] if s[0] == "arg" else s[1] for s in slots]
-            totals[dtype] = totals[dtype] + jt.sum(apply(op, inputs, params) * v)
+            with jt.ForwardAccumulator([inputs[k] for k in diff], dirs) as acc:
+                out = apply(op, inputs, params)
+            totals[dtype] = totals[dtype] + jt.sum(out * v)
+            t = acc.jvp(out) if diff else None
+            if t is not None:
+                tangents[dtype] = tangents[dtype] + jt.sum(t * v)
         t64, t32 = totals[np.float64], totals[np.float32]
-        return t64 + jt.cast(t32, np.float64), (t64, t32)
+        return t64 + jt.cast(t32, np.float64), (t64, t32, tangents[np.float64],
+                                                tangents[np.float32])
 
     return loss, arrays, tuple(argnums)
 
@@ -319,6 +399,8 @@ def test_compiled_op_matches_eager(name):
         _close(got_parts[0], parts[0], np.float64, f"{name} float64 value")
         _close(got_parts[1], parts[1], np.float32, f"{name} float32 value")
         assert np.asarray(got_parts[1]).dtype in (np.float32, np.float64)
+        _close(got_parts[2], parts[2], np.float64, f"{name} float64 tangent")
+        _close(got_parts[3], parts[3], np.float32, f"{name} float32 tangent")
     for k, g, want in zip(argnums, got_grads, grads):
         want = np.zeros_like(arrays[k]) if want is None else want
         assert g.shape == arrays[k].shape and g.dtype == arrays[k].dtype, (name, k)
@@ -327,6 +409,7 @@ def test_compiled_op_matches_eager(name):
         out = f.lower(*arrays).python(*[a if a.ndim else a[()] for a in arrays])
         # outputs: the total, the aux parts, then the gradients
         _close(out[1], parts[0], np.float64, f"{name} (no JIT) float64 value")
-        for k, g, want in zip(argnums, out[3:], grads):
+        _close(out[3], parts[2], np.float64, f"{name} (no JIT) float64 tangent")
+        for k, g, want in zip(argnums, out[5:], grads):
             if want is not None:
                 _close(g, want, arrays[k].dtype, f"{name} (no JIT) input {k}")

@@ -188,7 +188,7 @@ class OpRecord:
 class Primitive(OpRecord):
     """An op of the registry; calling it applies it to tensors."""
 
-    def __init__(self, name, impl, *, abstract, vjp=None, save=None, examples=(),
+    def __init__(self, name, impl, *, abstract, vjp=None, jvp=None, save=None, examples=(),
                  domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False,
                  kind="opaque", cost=CHEAP, aliases=(), keeps_order=False, accumulate=None,
                  backends=BACKENDS, public=True):
@@ -200,6 +200,9 @@ class Primitive(OpRecord):
         self.impl = impl
         self.abstract = abstract
         self.vjp = tuple(vjp) if isinstance(vjp, list) else vjp
+        # jvp: one forward-mode rule per input, ``rule(t, out, *args, **params)``, the
+        # input's part of the output's tangent (``jvp.py``; None: the VJP transposed)
+        self.jvp = tuple(jvp) if isinstance(jvp, list) else jvp
         # save: (which inputs the VJP rules read, whether they read the output); None: all.
         # The inputs part is a bool for all inputs or a tuple of bools (inputs past its
         # end, such as index arrays, are kept).
@@ -308,6 +311,10 @@ def record(prim, args, params, result):
     differentiable = prim.differentiable and result._value.dtype.kind in "fc"
     entry = None
     for tape in thread_tapes():
+        if tape._forward:                  # a ForwardAccumulator: the tangent, now
+            if differentiable:
+                tape._record(prim, args, params, result)
+            continue
         watched = tape._watched
         hit = False
         for a in args:
@@ -343,6 +350,10 @@ def record_traced(prim, args, inputs, out, trace):
     differentiable = prim.differentiable and out.dtype.kind in "fc" or prim.kind == "loop"
     owners = trace.read_owner
     for tape in thread_tapes():
+        if tape._forward:                  # a ForwardAccumulator: the tangent, now
+            if differentiable:
+                tape._record_traced(prim, args, inputs, out, trace)
+            continue
         watched = tape._watched
         hit = False
         alias = None

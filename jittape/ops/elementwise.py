@@ -1,8 +1,13 @@
 """Elementwise primitives: arithmetic, math functions, comparisons and logic.
 
 Each op follows NumPy broadcasting and dtype promotion (a Python scalar never
-widens a tensor). VJP rules reduce broadcast cotangents back to each input's shape
-with ``unbroadcast``.
+widens a tensor).
+
+An elementwise op's derivative is diagonal: each input's rule, ``rule(g, out, *args)``,
+multiplies ``g`` by the partial derivative element by element (or selects it). The one
+rule serves both modes: applied to a tangent it is the input's part of the output's
+tangent (JVP), and applied to a cotangent, summed back to the input's shape with
+``unbroadcast``, it is the input's cotangent (VJP).
 """
 
 import operator
@@ -44,7 +49,7 @@ def unbroadcast(g, shape):
     return g
 
 
-def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, domain=(-2.0, 2.0),
+def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None, domain=(-2.0, 2.0),
                 differentiable=True, impl=None, fast=None, costly=False):
     """Declare an elementwise primitive.
 
@@ -62,8 +67,16 @@ def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, doma
 
     ``costly``: the op is a math function (tens of cycles an element, not one): a fused
     loop with one is worth running on threads when it is large (``codegen/cpu.py``).
+
+    ``partials``: one diagonal rule per input (see the module), the op's JVP rules, and
+    its VJP rules once summed back to the input's shape.
     """
-    prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, save=save,
+    vjp = jvp = None
+    if partials is not None:
+        jvp = list(partials)
+        vjp = [_summed(rule, k) for k, rule in enumerate(partials)]
+    prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
+                     save=save,
                      kind="elementwise", cost=COSTLY if costly else CHEAP,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
@@ -73,6 +86,14 @@ def elementwise(name, ufunc, scalar, vjp=None, *, save=None, examples=None, doma
     return prim
 
 
+def _summed(rule, k):
+    """The VJP rule of a diagonal rule: its result summed back to input ``k``'s shape."""
+    def vjp(g, out, *args):
+        return unbroadcast(rule(g, out, *args), shape_of(args[k]))
+    vjp.__name__ = f"{getattr(rule, '__name__', 'rule')}_vjp{k}"
+    return vjp
+
+
 NOTHING = (False, False)         # VJP needs only the shapes of the inputs
 INPUTS = (True, False)           # VJP reads the inputs
 OUTPUT = (False, True)           # VJP reads the output
@@ -80,23 +101,23 @@ OUTPUT = (False, True)           # VJP reads the output
 # -- arithmetic ---------------------------------------------------------------
 
 add = elementwise("add", np.add, "({0} + {1})", [
-    lambda g, out, x, y: unbroadcast(g, x.shape),
-    lambda g, out, x, y: unbroadcast(g, y.shape),
+    lambda g, out, x, y: g,
+    lambda g, out, x, y: g,
 ], save=NOTHING, fast=operator.add)
 
 subtract = elementwise("subtract", np.subtract, "({0} - {1})", [
-    lambda g, out, x, y: unbroadcast(g, x.shape),
-    lambda g, out, x, y: unbroadcast(negative(g), y.shape),
+    lambda g, out, x, y: g,
+    lambda g, out, x, y: negative(g),
 ], save=NOTHING, fast=operator.sub)
 
 multiply = elementwise("multiply", np.multiply, "({0} * {1})", [
-    lambda g, out, x, y: unbroadcast(multiply(g, y), x.shape),
-    lambda g, out, x, y: unbroadcast(multiply(g, x), y.shape),
+    lambda g, out, x, y: multiply(g, y),
+    lambda g, out, x, y: multiply(g, x),
 ], save=INPUTS, fast=operator.mul)
 
 divide = elementwise("divide", np.true_divide, "({0} / {1})", [
-    lambda g, out, x, y: unbroadcast(divide(g, y), x.shape),
-    lambda g, out, x, y: unbroadcast(negative(divide(multiply(g, out), y)), y.shape),
+    lambda g, out, x, y: divide(g, y),
+    lambda g, out, x, y: negative(divide(multiply(g, out), y)),
 ], save=((False, True), True), examples=BINARY_EXAMPLES,
     domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv)
 
@@ -113,13 +134,13 @@ def _power_vjp_x(g, out, x, y):
     # y - 1 in Python for a Python exponent: an op on two Python scalars would give a
     # strongly typed int64 tensor and widen a float32 cotangent.
     if isinstance(y, Tensor):
-        return unbroadcast(multiply(g, multiply(y, power(x, subtract(y, 1)))), x.shape)
+        return multiply(g, multiply(y, power(x, subtract(y, 1))))
     # (a NumPy exponent may hold many elements: no truth value; y - 1 is NumPy's)
     if np.ndim(y) == 0 and y == 2:
         slope = x
     else:
         slope = power(x, np.subtract(y, 1) if np.ndim(y) else y - 1)
-    return unbroadcast(multiply(g, multiply(slope, y)), x.shape)
+    return multiply(g, multiply(slope, y))
 
 
 def _power_vjp_y(g, out, x, y):
@@ -129,7 +150,7 @@ def _power_vjp_y(g, out, x, y):
     else:                                # a constant base: its log is a constant too
         x = np.asarray(x)
         safe_log = np.where(x > 0, np.log(np.where(x > 0, x, 1)), 0).astype(out.dtype)
-    return unbroadcast(multiply(g, multiply(out, safe_log)), y.shape)
+    return multiply(g, multiply(out, safe_log))
 
 
 power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power_vjp_x, _power_vjp_y], save=(True, True),
@@ -137,18 +158,18 @@ power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power
                     domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True)
 
 maximum = elementwise("maximum", np.maximum, "np.maximum({0}, {1})", [
-    lambda g, out, x, y: unbroadcast(where(greater_equal(x, y), g, 0), x.shape),
-    lambda g, out, x, y: unbroadcast(where(less(x, y), g, 0), y.shape),
+    lambda g, out, x, y: where(greater_equal(x, y), g, 0),
+    lambda g, out, x, y: where(less(x, y), g, 0),
 ], save=INPUTS)
 
 minimum = elementwise("minimum", np.minimum, "np.minimum({0}, {1})", [
-    lambda g, out, x, y: unbroadcast(where(less_equal(x, y), g, 0), x.shape),
-    lambda g, out, x, y: unbroadcast(where(greater(x, y), g, 0), y.shape),
+    lambda g, out, x, y: where(less_equal(x, y), g, 0),
+    lambda g, out, x, y: where(greater(x, y), g, 0),
 ], save=INPUTS)
 
 mod = elementwise("mod", np.remainder, "({0} % {1})", [
-    lambda g, out, x, y: unbroadcast(g, x.shape),
-    lambda g, out, x, y: unbroadcast(negative(multiply(g, floor_divide(x, y))), y.shape),
+    lambda g, out, x, y: g,
+    lambda g, out, x, y: negative(multiply(g, floor_divide(x, y))),
 ], save=INPUTS, domain=((2.1, 2.9), (1.1, 1.9)), fast=operator.mod)
 
 floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", differentiable=False, fast=operator.floordiv)
@@ -211,10 +232,10 @@ def _where_abstract(cond, x, y):
 
 
 _COND = Fixed(np.array([[True, False, True], [False, False, True]]))
-_where = Primitive("where", np.where, abstract=_where_abstract, vjp=[
-    None,
-    lambda g, out, c, x, y: unbroadcast(_where.bind(c, g, 0), x.shape),
-    lambda g, out, c, x, y: unbroadcast(_where.bind(c, 0, g), y.shape),
+_WHERE_PARTIALS = [None, lambda g, out, c, x, y: _where.bind(c, g, 0),
+                   lambda g, out, c, x, y: _where.bind(c, 0, g)]
+_where = Primitive("where", np.where, abstract=_where_abstract, jvp=_WHERE_PARTIALS, vjp=[
+    None if rule is None else _summed(rule, k) for k, rule in enumerate(_WHERE_PARTIALS)
 ], save=((True, False, False), False), examples=[
     ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
     ex(Fixed(np.array([True, False])), (3, 2), (2,)),
@@ -243,7 +264,8 @@ def _cast_vjp(g, out, x, dtype):
 
 
 _cast = Primitive("cast", _cast_impl, abstract=lambda x, dtype: Aval(shape_of(x), dtype),
-                  vjp=[_cast_vjp], save=NOTHING,
+                  vjp=[_cast_vjp], jvp=[lambda t, out, x, dtype: _cast.bind(t, dtype=dtype)],
+                  save=NOTHING,
                   examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))], kind="elementwise")
 
 
@@ -257,7 +279,7 @@ def cast(x, dtype):
 
 
 identity = Primitive("identity", lambda x: x, abstract=lambda x: Aval(shape_of(x), x.dtype),
-                     vjp=[lambda g, out, x: g], save=NOTHING, examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
+                     vjp=[lambda g, out, x: g], jvp=[lambda t, out, x: t], save=NOTHING, examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
 
 stop_gradient = Primitive("stop_gradient", lambda x: x,
                           abstract=lambda x: Aval(shape_of(x), x.dtype), differentiable=False,

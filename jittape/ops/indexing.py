@@ -41,13 +41,21 @@ def _concat_vjp(k, g, out, *xs, axis):
     return slice_axis(g, axis, start, start + xs[k].shape[axis])
 
 
+def _or_zeros(tangents, xs):
+    """A joint JVP's tangents, zeros for the inputs without one (an op linear in all)."""
+    from .creation import zeros_like
+    return [zeros_like(x) if t is None else t for t, x in zip(tangents, xs)]
+
+
 def slice_axis(x, axis, start, stop):
     """``x[..., start:stop, ...]`` along one axis."""
     return getitem(x, (slice(None),) * axis + (slice(start, stop),))
 
 
 _concatenate = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis),
-                         abstract=_concat_abstract, vjp=PerInput(_concat_vjp), save=(False, False),
+                         abstract=_concat_abstract, vjp=PerInput(_concat_vjp),
+                         jvp=lambda ts, out, *xs, axis: _concatenate.bind(*_or_zeros(ts, xs), axis=axis),
+                         save=(False, False),
                          examples=[ex((2, 3), (1, 3), axis=0), ex((2, 3), (2, 1), (2, 2), axis=1),
                                    ex((3,), (4,), axis=0)])
 
@@ -93,7 +101,8 @@ def _stack_vjp(k, g, out, *xs, axis):
 # and a stack of the kernel's inputs is what the kernel takes packed (passes/packing.py):
 # the weights of a deep network's layers, stacked where a rolled loop reads them by step.
 _stack = Primitive("stack", lambda *xs, axis: np.stack(xs, axis=axis),
-                   abstract=_stack_abstract, vjp=PerInput(_stack_vjp), save=(False, False),
+                   abstract=_stack_abstract, vjp=PerInput(_stack_vjp),
+                   jvp=lambda ts, out, *xs, axis: _stack.bind(*_or_zeros(ts, xs), axis=axis), save=(False, False),
                    examples=[ex((2, 3), (2, 3), axis=0), ex((3,), (3,), (3,), axis=1), ex((), (), axis=0),
                              ex((2, 2), (2, 2), axis=2)])
 
@@ -286,6 +295,7 @@ getitem_prim = Primitive(
     "getitem", _getitem_impl, abstract=_getitem_abstract, vjp=PerInput(
         lambda k, g, out, x, *arrays, index: _getitem_vjp(g, out, x, *arrays, index=index)
         if k == 0 else None),
+    jvp=[lambda t, out, x, *arrays, index: getitem_prim.bind(t, *arrays, index=index)],
     save=((False,), False),
     examples=[
         ex((4, 3), index=(("int", 1),)),
@@ -315,6 +325,8 @@ _index_add = Primitive(
     abstract=lambda g, *arrays, index, shape: Aval(shape, g.dtype),
     vjp=PerInput(lambda k, g, out, ct, *arrays, index, shape:
                  getitem_prim.bind(g, *arrays, index=index) if k == 0 else None),
+    jvp=[lambda t, out, g, *arrays, index, shape: _index_add.bind(t, *arrays, index=index,
+                                                                  shape=shape)],
     save=((False,), False),
     examples=[
         ex((3,), index=(("int", 1),), shape=(4, 3)),

@@ -58,7 +58,9 @@ def _matmul_vjp_y(g, out, x, y):
 
 
 matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
-                   vjp=[_matmul_vjp_x, _matmul_vjp_y], save=(True, False),
+                   vjp=[_matmul_vjp_x, _matmul_vjp_y],
+                   jvp=[lambda t, out, x, y: matmul(t, y), lambda t, out, x, y: matmul(x, t)],
+                   save=(True, False),
                    examples=[ex((2, 3), (3, 4)), ex((3,), (3, 2)), ex((2, 3), (3,)), ex((3,), (3,)),
                              ex((2, 2, 3), (3, 4)), ex((2, 1, 2, 3), (3, 3, 2)),
                              ex((1, 3), (3, 1))],
@@ -142,7 +144,9 @@ def _einsum_vjp(k, g, out, *operands, spec):
 
 
 _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract=_einsum_abstract,
-                    vjp=PerInput(_einsum_vjp), save=None,
+                    vjp=PerInput(_einsum_vjp), jvp=PerInput(
+                        lambda k, t, out, *ops, spec: _einsum.bind(
+                            *ops[:k], t, *ops[k + 1:], spec=spec)), save=None,
                     examples=[ex((2, 3), (3, 4), spec="ij,jk->ik"), ex((2, 3), (2, 3), spec="ij,ij->i"),
                               ex((2, 3, 4), (2, 4, 5), spec="bij,bjk->bik"),
                               ex((3,), (4,), spec="i,j->ij"), ex((2, 3), spec="ij->ji"),

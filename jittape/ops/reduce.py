@@ -85,7 +85,7 @@ def _wide_float32(dtype):
 
 _sum = Primitive("sum", _sum_impl, abstract=_reduce_abstract("sum"), vjp=[
     lambda g, out, x, axis, keepdims: expand_reduced(g, x, axis, keepdims),
-], save=(False, False), examples=REDUCE_EXAMPLES, kind="reduction", accumulate=_wide_float32)
+], jvp=[lambda t, out, x, axis, keepdims: _sum.bind(t, axis=axis, keepdims=keepdims)], save=(False, False), examples=REDUCE_EXAMPLES, kind="reduction", accumulate=_wide_float32)
 
 
 def _extremum_vjp(g, out, x, axis, keepdims):
@@ -98,11 +98,22 @@ def _extremum_vjp(g, out, x, axis, keepdims):
     return _ew.multiply(_ew.divide(g, count), mask)
 
 
+def _extremum_jvp(t, out, x, axis, keepdims):
+    # the tangents of the elements that attain the extremum, averaged (the VJP's sharing)
+    weights = _extremum_vjp(_full_ones(out), out, x, axis, keepdims)
+    return _sum.bind(_ew.multiply(t, weights), axis=axis, keepdims=keepdims)
+
+
+def _full_ones(out):
+    from .creation import ones_like
+    return ones_like(out)
+
+
 _max = Primitive("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
-                 abstract=_reduce_abstract("max"), vjp=[_extremum_vjp], save=(True, True),
+                 abstract=_reduce_abstract("max"), vjp=[_extremum_vjp], jvp=[_extremum_jvp], save=(True, True),
                  examples=REDUCE_EXAMPLES, kind="reduction")
 _min = Primitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
-                 abstract=_reduce_abstract("min"), vjp=[_extremum_vjp], save=(True, True),
+                 abstract=_reduce_abstract("min"), vjp=[_extremum_vjp], jvp=[_extremum_jvp], save=(True, True),
                  examples=REDUCE_EXAMPLES, kind="reduction")
 
 
@@ -133,7 +144,13 @@ def _prod_vjp(g, out, x, axis, keepdims):
     return _ew.multiply(expand_reduced(g, x, axis, keepdims), others)
 
 
-_prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp],
+def _prod_jvp(t, out, x, axis, keepdims):
+    # sum of t_i times the product of the others (the VJP's, for a cotangent of ones)
+    others = _prod_vjp(_full_ones(out), out, x, axis, keepdims)
+    return _sum.bind(_ew.multiply(t, others), axis=axis, keepdims=keepdims)
+
+
+_prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp], jvp=[_prod_jvp],
                   save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5), kind="reduction")
 
 

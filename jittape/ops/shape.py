@@ -45,7 +45,8 @@ def _reshape_abstract(x, shape):
 
 
 _reshape = Primitive("reshape", lambda x, shape: np.reshape(x, shape), abstract=_reshape_abstract,
-                     vjp=[lambda g, out, x, shape: reshape(g, x.shape)], save=(False, False),
+                     vjp=[lambda g, out, x, shape: reshape(g, x.shape)],
+                     jvp=[lambda t, out, x, shape: _reshape.bind(t, shape=shape)], save=(False, False),
                      examples=[ex((2, 3), shape=(3, 2)), ex((2, 3), shape=(6,)),
                                ex((6,), shape=(1, 2, 3)), ex((), shape=(1, 1)), ex((1,), shape=())], kind="view", aliases=("cpu", "cuda"), keeps_order=True)
 
@@ -95,6 +96,7 @@ def _transpose_abstract(x, axes):
 _transpose = Primitive("transpose", lambda x, axes: np.transpose(x, axes),
                        abstract=_transpose_abstract,
                        vjp=[lambda g, out, x, axes: _transpose.bind(g, axes=tuple(np.argsort(axes)))],
+                       jvp=[lambda t, out, x, axes: _transpose.bind(t, axes=axes)],
                        save=(False, False),
                        examples=[ex((2, 3), axes=(1, 0)), ex((2, 3, 4), axes=(2, 0, 1)),
                                  ex((3,), axes=(0,)), ex((1, 2, 1), axes=(1, 2, 0))], kind="view", aliases=("cpu",))
@@ -139,6 +141,7 @@ def _broadcast_to_abstract(x, shape):
 _broadcast_to = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
                           abstract=_broadcast_to_abstract,
                           vjp=[lambda g, out, x, shape: _ew.unbroadcast(g, x.shape)],
+                          jvp=[lambda t, out, x, shape: _broadcast_to.bind(t, shape=shape)],
                           save=(False, False),
                           examples=[ex((3,), shape=(2, 3)), ex((2, 1), shape=(2, 4)),
                                     ex((), shape=(3,)), ex((1, 3), shape=(2, 2, 3))], kind="elementwise")
