@@ -178,8 +178,9 @@ class GradientTape:
     # -- gradients ------------------------------------------------------------
     def _begin_use(self, what):
         if self._used and not self._persistent:
-            raise RuntimeError(at_user_line("A non-persistent GradientTape can only be used to compute one "
-                               "set of gradients (or jacobians)"))
+            # TensorFlow's words exactly, as the tutorials print them (no location added)
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one "
+                               "set of gradients (or jacobians)")
         if self._recording:
             if not self._persistent:
                 self._pop()

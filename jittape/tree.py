@@ -388,3 +388,31 @@ def _mismatch(which, path, expected, got):
 def map_leaves(fn, tree):
     """``fn`` applied to each leaf of ``tree``: ``map(fn, tree)``."""
     return map(fn, tree)
+
+
+def ravel(tree):
+    """``(vector, unravel)``: the leaves of ``tree`` (arrays and numbers) flattened into one
+    1-D array, and the function that turns such a vector back into ``tree``'s structure,
+    shapes and dtypes (JAX's ``ravel_pytree``). The vector has the leaves' common dtype."""
+    import numpy as np
+    leaves, treedef = flatten(tree)
+    arrays = [np.asarray(a) for a in leaves]
+    shapes = [a.shape for a in arrays]
+    dtypes = [a.dtype for a in arrays]
+    sizes = [a.size for a in arrays]
+    flat = (np.concatenate([a.reshape(-1) for a in arrays]) if arrays
+            else np.zeros(0))
+
+    def unravel(vector):
+        vector = np.asarray(vector)
+        if vector.shape != (sum(sizes),):
+            raise ValueError(at_user_line(
+                f"jt.tree.ravel: the vector has shape {vector.shape}; the tree's leaves "
+                f"hold {sum(sizes)} elements"))
+        parts, start = [], 0
+        for shape, dtype, size in zip(shapes, dtypes, sizes):
+            parts.append(vector[start:start + size].reshape(shape).astype(dtype, copy=False))
+            start += size
+        return unflatten(treedef, parts)
+    return flat, unravel
+

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Union
 
 import numpy as np
 
+from .. import numpy as jnp
 from .. import tree
 from ..errors import at_user_line
 from ..ops import cast
@@ -27,6 +28,8 @@ class State:
 
     Attributes:
       step: int64 scalar, the number of updates made so far (a schedule's argument).
+        Scalars of a state are NumPy scalars, as a compiled function returns them, so
+        that a state handed back to it matches the signature it was traced with.
       slots: dict of slot name -> arrays: for the first-order optimizers each slot is
         a pytree of the params' structure (Adam's ``m`` and ``v``); LBFGS's are flat
         arrays (see ``LBFGS``).
@@ -47,11 +50,13 @@ def as_tensor(x):
 
 
 def like_input(out, ref):
-    """Eager results for NumPy inputs come back as NumPy arrays; tensors and traced
-    values stay as they are (a tape may be recording through them)."""
+    """Eager results for NumPy inputs come back as NumPy arrays (a NumPy scalar for a
+    NumPy scalar); tensors and traced values stay as they are (a tape may be recording
+    through them)."""
     if isinstance(ref, Tensor) or not isinstance(out, Tensor) or isinstance(out, Tracer):
         return out
-    return out.numpy()
+    value = out.numpy()
+    return value[()] if isinstance(ref, np.generic) else value
 
 
 def shape_of(x):
@@ -69,15 +74,15 @@ def full(like_value, shape, value, dtype):
     """An array of ``value``: a NumPy array eagerly, a traced one where ``like_value``
     is traced (an ``init`` called inside a compiled function)."""
     if is_traced(like_value):
-        from .. import numpy as jnp
         return jnp.full(shape, value, dtype)
-    return np.full(shape, value, dtype)
+    out = np.full(shape, value, dtype)
+    return out[()] if out.ndim == 0 else out
 
 
 def next_step(step):
     if isinstance(step, Tensor):
         return step + 1
-    return np.asarray(np.asarray(step) + 1, np.int64)
+    return np.int64(step + 1)
 
 
 def rate_at(learning_rate, step):
@@ -196,7 +201,7 @@ class Optimizer:
         check_floating(f"{type(self).__name__}.init", leaves)
         slots = {name: tree.unflatten(treedef, [self._initial(name, p) for p in leaves])
                  for name in self.slot_names}
-        return State(step=np.zeros((), np.int64), slots=slots)
+        return State(step=np.int64(0), slots=slots)
 
     def _initial(self, name, p):
         return full(p, shape_of(p), 0.0, dtype_of(p))

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import tree
 from ..errors import at_user_line
-from .base import State, is_traced
+from .base import State, dtype_of, is_traced, shape_of
 
 _FORMAT = "jittape.optim.state/1"
 _STATE = f"{State.__module__}.{State.__qualname__}"
@@ -116,6 +116,7 @@ def load_state(path: "str | os.PathLike", like: Optional[Any] = None) -> Any:
         raise ValueError(at_user_line(
             f"load_state({str(path)!r}): not a state written by jt.optim.save_state "
             f"({type(e).__name__}: {e})")) from None
+    leaves = [a[()] if a.ndim == 0 else a for a in leaves]   # (scalars, as states hold them)
     if like is None:
         return _decode(header["structure"], iter(leaves), str(path))
     like_leaves, like_td = tree.flatten(like)
@@ -124,8 +125,7 @@ def load_state(path: "str | os.PathLike", like: Optional[Any] = None) -> Any:
             f"load_state({str(path)!r}): the saved state's structure differs from like's "
             f"({like_td!r})"))
     for k, (a, b) in enumerate(zip(leaves, like_leaves)):
-        shape = tuple(int(d) for d in getattr(b, "shape", np.shape(b)))
-        dtype = np.dtype(getattr(b, "dtype", None) or np.asarray(b).dtype)
+        shape, dtype = tuple(int(d) for d in shape_of(b)), dtype_of(b)
         if a.shape != shape or a.dtype != dtype:
             raise ValueError(at_user_line(
                 f"load_state({str(path)!r}): saved leaf {k} is {a.dtype.name}{list(a.shape)}, "

@@ -240,11 +240,11 @@ class LBFGS(Optimizer):
             "s": full(like, (m, n), 0.0, dtype),
             "y": full(like, (m, n), 0.0, dtype),
             "rho": full(like, (m,), 0.0, dtype),
-            "head": np.zeros((), np.int64),
-            "count": np.zeros((), np.int64),
-            "evaluations": np.zeros((), np.int64),
+            "head": np.int64(0),
+            "count": np.int64(0),
+            "evaluations": np.int64(0),
         }
-        return State(step=np.zeros((), np.int64), slots=slots)
+        return State(step=np.int64(0), slots=slots)
 
     def _check(self, name, state, n, dtype):
         if not isinstance(state, State) or set(state.slots) != set(self.slot_names):
