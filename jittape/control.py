@@ -264,6 +264,10 @@ def scan(f: Callable[[Any, Any], Tuple[Any, Any]], init: Any, xs: Any = None,
             x._trace.reads_sizes = True     # type: ignore[attr-defined]  # (set by the trace)
     trace = current_trace()
     unroll = n if unroll is True else max(int(unroll), 1)
+    acc = _forward_only(trace)
+    if acc is not None and unroll == 1 and not checkpoint:
+        check = lambda a, b: _check_carry("scan", a, b, 0)        # noqa: E731
+        return _forward_scan(acc, trace, f, init, xs, n, reverse, check)
     if regions.compiles_as_loop(trace) and unroll < n:
         check = lambda a, b: _check_carry("scan", a, b, 0)        # noqa: E731
         if checkpoint is True or checkpoint == 1 or checkpoint and checkpoint >= n:
@@ -341,11 +345,16 @@ def fori_loop(lower: int, upper: int, body: Callable[[Any, Any], Any], init: Any
     the bounds must be here), as ``jax.lax.fori_loop``."""
     lower, upper = operator.index(lower), operator.index(upper)
     trace = current_trace()
-    if regions.compiles_as_loop(trace) and upper - lower > 1:
+    acc = _forward_only(trace)
+    if (regions.compiles_as_loop(trace) or acc is not None) and upper - lower > 1:
         # a scan over the indices: the body's ``i`` is a traced int64 scalar
-        carry, _ = regions.traced_scan(
-            trace, lambda c, i: (body(i, c), None), init, np.arange(lower, upper),
-            upper - lower, False, lambda a, b: _check_carry("fori_loop", a, b, 0))
+        check = lambda a, b: _check_carry("fori_loop", a, b, 0)    # noqa: E731
+        step = lambda c, i: (body(i, c), None)                     # noqa: E731
+        if acc is not None:
+            return _forward_scan(acc, trace, step, init, np.arange(lower, upper),
+                                 upper - lower, False, check)[0]
+        carry, _ = regions.traced_scan(trace, step, init, np.arange(lower, upper),
+                                       upper - lower, False, check)
         return carry
     carry = init
     for step, i in enumerate(range(lower, upper)):
@@ -363,9 +372,12 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
     again keeping each step's carry on a stack that grows in the kernel, then the steps'
     VJPs in reverse (``regions.while_vjp``)."""
     trace = current_trace()
+    check = lambda a, b: _check_carry("while_loop", a, b, 0)       # noqa: E731
+    acc = _forward_only(trace)
+    if acc is not None:
+        return _forward_while(acc, trace, cond_fun, body_fun, init, check)
     if regions.compiles_as_loop(trace):
-        return regions.traced_while(trace, cond_fun, body_fun, init,
-                                    lambda a, b: _check_carry("while_loop", a, b, 0))
+        return regions.traced_while(trace, cond_fun, body_fun, init, check)
     carry = init
     step = 0
     while cond_fun(carry):
@@ -386,9 +398,10 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     if np.ndim(pred) if not isinstance(pred, Tensor) else pred.ndim:
         raise TypeError(at_user_line(f"cond: pred must be a scalar, not of shape {np.shape(pred)}"))
     trace = current_trace()
-    if isinstance(pred, Tracer) and regions.compiles_as_loop(trace):
+    acc = _forward_only(trace)
+    if isinstance(pred, Tracer) and (regions.compiles_as_loop(trace) or acc is not None):
         index = ops.cast(ops.not_equal(pred, 0), np.int64)
-        return regions.traced_switch(trace, index, [false_fun, true_fun], operands, "cond")
+        return _switch_region(acc, trace, index, [false_fun, true_fun], operands, "cond")
     return true_fun(*operands) if pred else false_fun(*operands)
 
 
@@ -400,13 +413,191 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
     if not branches:
         raise ValueError(at_user_line("switch: no branches"))
     trace = current_trace()
-    if (isinstance(index, Tracer) and regions.compiles_as_loop(trace)
+    acc = _forward_only(trace)
+    if (isinstance(index, Tracer) and (regions.compiles_as_loop(trace) or acc is not None)
             and 2 <= len(branches) <= regions.MAX_BRANCHES):
         if index.dtype.kind not in "iub":
             raise TypeError(at_user_line(f"switch: the index must be an integer, not {index.dtype}"))
-        return regions.traced_switch(trace, ops.cast(index, np.int64), branches, operands,
-                                     "switch")
+        return _switch_region(acc, trace, ops.cast(index, np.int64), branches, operands,
+                              "switch")
     for k, branch in enumerate(branches[:-1]):
         if index <= k:                      # a guard per comparison on a traced index
             return branch(*operands)
     return branches[-1](*operands)
+
+
+# -- forward mode through loops -------------------------------------------------------
+#
+# Compiled, a loop run under a forward accumulator (and no tape) stays a loop: the
+# accumulator's tangents ride along as more carries (and more elements, for an xs that
+# has tangents). Its body registers the tangent placeholders with the accumulator, runs
+# the user's body (the accumulator computes its ops' tangents there, also for values
+# the body reads from outside, whose tangents it knows) and returns the new carries'
+# tangents beside them. The region itself is not recorded by the accumulator (it has
+# no JVP rule of its own): its outputs get the tangents the loop computed.
+
+def _forward_only(trace):
+    """The one forward accumulator of this thread when it records alone in ``trace``
+    (no tape: a tape records a loop's steps one by one), else None."""
+    if trace is None:
+        return None
+    from .recording import thread_tapes
+    tapes = thread_tapes()
+    if len(tapes) == 1 and tapes[0]._forward and tapes[0]._trace is trace:
+        return tapes[0]
+    return None
+
+
+def _tangent_slots(acc, leaves, every_float):
+    """The tangent of each leaf: the accumulator's, zeros for a float leaf without one
+    when ``every_float`` (a carry may gain one), None for the others."""
+    out = []
+    for leaf in leaves:
+        t = acc._get(leaf) if isinstance(leaf, Tensor) else None
+        if t is None and every_float and np.dtype(_dtype_of(leaf)).kind in "fc":
+            # a Python number's carry takes the body's dtype: its tangent starts float64
+            # (cast to the carry's dtype after the loop, ``_register``)
+            t = ops.zeros_like(leaf) if isinstance(leaf, Tensor) else np.zeros((), np.float64)
+        out.append(t)
+    return out
+
+
+def _dtype_of(x):
+    return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def _register(acc, leaves, tangents):
+    for leaf, t in zip(leaves, tangents):
+        if t is not None and isinstance(leaf, Tensor):
+            if t.dtype != leaf.dtype:
+                t = ops.cast(t, leaf.dtype)
+            acc._set(leaf, t)
+
+
+def _tangents_of(acc, leaves, like=None):
+    """The accumulator's tangents of ``leaves`` (zeros where it has none, for floats)."""
+    out = []
+    for k, leaf in enumerate(leaves):
+        if like is not None and like[k] is None:
+            out.append(None)
+            continue
+        t = acc._get(leaf) if isinstance(leaf, Tensor) else None
+        out.append(ops.zeros_like(leaf) if t is None else t)
+    return out
+
+
+class _Recording:
+    """The accumulator records inside the body and not around the region."""
+
+    def __init__(self, acc, on):
+        self.acc, self.on = acc, on
+
+    def __enter__(self):
+        self.before = self.acc._busy
+        self.acc._busy = not self.on
+
+    def __exit__(self, *exc):
+        self.acc._busy = self.before
+
+
+def _forward_scan(acc, trace, f, init, xs, n, reverse, check):
+    c_leaves, c_def = tree.flatten(init)
+    x_leaves, x_def = tree.flatten(xs)
+    tc = _tangent_slots(acc, c_leaves, True)
+    tx = _tangent_slots(acc, x_leaves, False)
+    c_keep = [k for k, t in enumerate(tc) if t is not None]
+    x_keep = [k for k, t in enumerate(tx) if t is not None]
+
+    def body(carry, x):
+        cs, tcs = carry
+        xl, txs = x
+        _register(acc, cs, _spread(tcs, c_keep, len(cs)))
+        _register(acc, xl, _spread(txs, x_keep, len(xl)))
+        with _Recording(acc, True):
+            new, y = f(tree.unflatten(c_def, cs), tree.unflatten(x_def, xl) if x_leaves else None)
+        new_leaves = tree.flatten(new)[0]
+        y_leaves, y_def = tree.flatten(y)
+        with _Recording(acc, True):
+            t_new = _tangents_of(acc, new_leaves)
+            t_y = _tangents_of(acc, y_leaves, [None if np.dtype(_dtype_of(v)).kind not in "fc"
+                                               else True for v in y_leaves])
+        shapes[0] = y_def
+        # (a tangent carry keeps its dtype: a Python number's carry takes the body's)
+        return ((new_leaves, [ops.cast(t_new[k], t.dtype) if t_new[k].dtype != t.dtype else t_new[k]
+                              for k, t in zip(c_keep, tcs)]),
+                (y_leaves, [t for t in t_y if t is not None]))
+
+    shapes = [None]
+    with _Recording(acc, False):
+        (cs, tcs), (ys, tys) = regions.traced_scan(
+            trace, body, (c_leaves, [tc[k] for k in c_keep]),
+            (x_leaves, [tx[k] for k in x_keep]), n, reverse,
+            lambda a, b: check(tree.unflatten(c_def, a[0]), tree.unflatten(c_def, b[0])))
+    _register(acc, cs, _spread(tcs, c_keep, len(cs)))
+    floats = [k for k, v in enumerate(ys) if np.dtype(_dtype_of(v)).kind in "fc"]
+    _register(acc, ys, _spread(tys, floats, len(ys)))
+    carry = tree.unflatten(c_def, cs)
+    return carry, (tree.unflatten(shapes[0], ys) if shapes[0] is not None else None)
+
+
+def _spread(values, positions, n):
+    out = [None] * n
+    for k, v in zip(positions, values):
+        out[k] = v
+    return out
+
+
+def _forward_while(acc, trace, cond_fun, body_fun, init, check):
+    c_leaves, c_def = tree.flatten(init)
+    tc = _tangent_slots(acc, c_leaves, True)
+    keep = [k for k, t in enumerate(tc) if t is not None]
+
+    def cond(carry):
+        with _Recording(acc, False):
+            return cond_fun(tree.unflatten(c_def, carry[0]))
+
+    def body(carry):
+        cs, tcs = carry
+        _register(acc, cs, _spread(tcs, keep, len(cs)))
+        with _Recording(acc, True):
+            new_leaves = tree.flatten(body_fun(tree.unflatten(c_def, cs)))[0]
+            t_new = _tangents_of(acc, new_leaves)
+        return new_leaves, [ops.cast(t_new[k], t.dtype) if t_new[k].dtype != t.dtype else t_new[k]
+                            for k, t in zip(keep, tcs)]
+
+    with _Recording(acc, False):
+        cs, tcs = regions.traced_while(
+            trace, cond, body, (c_leaves, [tc[k] for k in keep]),
+            lambda a, b: check(tree.unflatten(c_def, a[0]), tree.unflatten(c_def, b[0])))
+    _register(acc, cs, _spread(tcs, keep, len(cs)))
+    return tree.unflatten(c_def, cs)
+
+
+def _switch_region(acc, trace, index, branches, operands, what):
+    """``traced_switch``, with the accumulator's tangents carried through the branches
+    when ``acc`` is given."""
+    if acc is None:
+        return regions.traced_switch(trace, index, branches, operands, what)
+    leaves, op_def = tree.flatten(list(operands))
+    tangents = _tangent_slots(acc, leaves, False)
+    keep = [k for k, t in enumerate(tangents) if t is not None]
+    shapes = [None]
+
+    def wrap(branch):
+        def run(ops_leaves, t_leaves):
+            _register(acc, ops_leaves, _spread(t_leaves, keep, len(ops_leaves)))
+            with _Recording(acc, True):
+                out = branch(*tree.unflatten(op_def, ops_leaves))
+                out_leaves, out_def = tree.flatten(out)
+                t_out = _tangents_of(acc, out_leaves)
+            floats = [k for k, v in enumerate(out_leaves) if np.dtype(_dtype_of(v)).kind in "fc"]
+            shapes[0] = (out_def, floats)
+            return out_leaves, [t_out[k] for k in floats]
+        return run
+
+    with _Recording(acc, False):
+        outs, t_outs = regions.traced_switch(trace, index, [wrap(b) for b in branches],
+                                             (leaves, [tangents[k] for k in keep]), what)
+    out_def, floats = shapes[0]
+    _register(acc, outs, _spread(t_outs, floats, len(outs)))
+    return tree.unflatten(out_def, outs)

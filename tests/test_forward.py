@@ -245,3 +245,54 @@ def test_jacfwd_of_matrices_and_tuple_argnums():
     np.testing.assert_allclose(jb, rb, rtol=1e-10, atol=1e-12)
     d = 1 - np.tanh(a @ b) ** 2
     np.testing.assert_allclose(jb, d[:, None] * a, rtol=1e-10)
+
+
+# -- loops stay loops under forward mode ----------------------------------------------
+
+def _loops(x):
+    c, ys = jt.scan(lambda c, xi: (c * jnp.sin(xi) + xi, c * xi), 1.0, x)
+    d = jt.fori_loop(0, 4, lambda i, d: jnp.tanh(d * 1.1 + x), x)
+    e = jt.while_loop(lambda s: s[1] < 3, lambda s: (s[0] * 0.9 + jnp.sin(s[0]) * x, s[1] + 1),
+                      (x, 0))[0]
+    f = jt.cond(jnp.sum(x) > 0, lambda: d ** 2, lambda: -d)
+    return c + jnp.sum(ys) + jnp.sum(f * e)
+
+
+def test_jvp_through_compiled_loops_matches_finite_differences():
+    _, t = jt.jvp(_loops, (X,), (V,))
+    assert float(t) == pytest.approx(float(_fd(_loops, X, V)), rel=1e-7)
+    x = jt.constant(X)
+    with jt.ForwardAccumulator(x, V) as acc:           # eagerly: the same number
+        y = _loops(x)
+    assert float(acc.jvp(y)) == pytest.approx(float(t), rel=1e-12)
+
+
+def test_a_loop_under_an_accumulator_is_compiled_once_whatever_its_length(monkeypatch):
+    # (without rolling: an unrolled loop is not rolled back into one here)
+    monkeypatch.setattr(jt.config, "roll_loops", False)
+
+    def program(x, v):
+        with jt.ForwardAccumulator(x, v) as acc:
+            c, _ = jt.scan(lambda c, xi: (c * jnp.sin(xi) + xi, None), 1.0, x)
+        return acc.jvp(c)
+
+    f = jt.function(program)
+    sizes = []
+    for n in (4, 64):
+        x, v = np.linspace(0.1, 1.0, n), np.ones(n)
+        lowered = f.lower(x, v)
+        sizes.append(len(lowered.ir.nodes))
+        assert any(node.prim.name == "scan" for node in lowered.ir.nodes)
+        got = f(x, v)
+
+        def value(z):
+            return jt.scan(lambda c, xi: (c * jnp.sin(xi) + xi, None), 1.0, jt.constant(z))[0]
+        assert float(got) == pytest.approx(float(_fd(value, x, v)), rel=1e-6)
+    assert sizes[0] == sizes[1], sizes
+
+
+def test_jacfwd_of_a_loop():
+    def f(x):
+        return jt.scan(lambda c, xi: (c + xi * c, c), 1.0, x)[1]
+    want = np.stack([_fd(f, X, e) for e in np.eye(3)], axis=1)
+    np.testing.assert_allclose(jt.jacfwd(f)(X), want, rtol=1e-7, atol=1e-9)

@@ -173,6 +173,19 @@ def test_eager_and_compiled_agree_on_pytrees_and_keep_float32(compiled_three_ste
     np.testing.assert_allclose(compiled["adam"][0].w, r, rtol=1e-12)
 
 
+def test_a_learning_rate_passed_to_a_compiled_function_compiles_once():
+    @jt.function
+    def step(x, g, lr):
+        opt = optim.SGD(lr, momentum=0.5)
+        return opt.update(x, g, opt.init(x))[0]
+    x, g = np.array([1.0, 2.0], np.float32), np.array([0.5, -1.0], np.float32)
+    for lr in (0.1, 0.25):
+        out = step(x, g, lr)
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, x - lr * g, rtol=1e-6)
+    assert step.cache_info().traces == 1
+
+
 def test_a_none_gradient_leaves_its_parameter_and_slots():
     opt = optim.Adam(0.1)
     params = {"a": np.ones(2), "b": np.ones(3)}
@@ -305,6 +318,18 @@ def test_state_save_and_load_round_trip(tmp_path):
     assert isinstance(again.slots["m"], Params)
     with pytest.raises(ValueError, match="structure differs"):
         optim.load_state(tmp_path / "d.npz", like=state)
+    # L-BFGS's state: flat arrays and scalars; the next update is the same
+    lbfgs = optim.LBFGS(memory=3)
+    x, ls = np.zeros(4), lbfgs.init(np.zeros(4))
+    for _ in range(4):
+        x, ls = lbfgs.update(x, None, ls, value_and_grad=_np_rosenbrock)
+    optim.save_state(ls, tmp_path / "lbfgs.npz")
+    back = optim.load_state(tmp_path / "lbfgs.npz")
+    assert isinstance(back.slots["count"], np.int64) and back.slots["s"].shape == (3, 4)
+    a = lbfgs.update(x, None, ls, value_and_grad=_np_rosenbrock)
+    b = lbfgs.update(x, None, back, value_and_grad=_np_rosenbrock)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert int(b[1].slots["evaluations"]) == int(a[1].slots["evaluations"])
     (tmp_path / "junk.npz").write_bytes(b"not a state")
     with pytest.raises(ValueError, match="not a state written by jt.optim.save_state"):
         optim.load_state(tmp_path / "junk.npz")

@@ -7,7 +7,7 @@ here are on hyperparameters and structures only, which are fixed for a trace.
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Union
+from typing import Any, Callable, Dict, Tuple, Union
 
 import numpy as np
 
@@ -102,9 +102,17 @@ def in_dtype(value, dtype):
 
 
 def check_rate(name, learning_rate):
+    """A schedule, a traced scalar (an optimizer made inside a compiled function from
+    one of its arguments) or a float >= 0."""
     if callable(learning_rate):
         return learning_rate
-    if isinstance(learning_rate, Tensor) and not is_traced(learning_rate):
+    if is_traced(learning_rate):
+        if learning_rate.ndim != 0 or learning_rate.dtype.kind != "f":
+            raise TypeError(at_user_line(
+                f"{name}: learning_rate must be a float scalar, got "
+                f"{learning_rate.dtype.name} of {learning_rate.ndim} dimensions"))
+        return learning_rate
+    if isinstance(learning_rate, Tensor):
         learning_rate = learning_rate.numpy()
     try:
         value = float(learning_rate)
@@ -186,12 +194,12 @@ class Optimizer:
     1-based number of this update, a float64 scalar) and the names of its slots.
     """
 
-    slot_names = ()
+    slot_names: Tuple[str, ...] = ()
 
-    def __init__(self, learning_rate):
+    def __init__(self, learning_rate: LearningRate):
         self.learning_rate = check_rate(type(self).__name__, learning_rate)
         self._iterations = None
-        self._variables = {}         # id(variable) -> (variable, {slot: Variable})
+        self._variables: Dict[int, Any] = {}   # id(variable) -> (variable, {slot: Variable})
 
     # -- the pure interface ---------------------------------------------------------
     def init(self, params: Any) -> State:
@@ -230,7 +238,8 @@ class Optimizer:
         step = state.step
         lr = rate_at(self.learning_rate, step)
         t = cast(as_tensor(step), float64) + 1.0
-        new_leaves, new_slots = [], {k: [] for k in self.slot_names}
+        new_leaves: list = []
+        new_slots: Dict[str, list] = {k: [] for k in self.slot_names}
         for j, (p, g) in enumerate(zip(leaves, g_leaves)):
             mine = {k: slots[k][j] for k in self.slot_names}
             if g is None:

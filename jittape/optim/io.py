@@ -3,7 +3,7 @@ the structure, read back without pickle (no code is loaded)."""
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def save_state(state: Any, path: "str | os.PathLike") -> None:
         dict key is not a str, int, float, bool or None.
     """
     leaves, td = tree.flatten(state)
-    arrays = {}
+    arrays: Dict[str, Any] = {}
     for k, leaf in enumerate(leaves):
         if is_traced(leaf):
             raise TypeError(at_user_line(

@@ -137,6 +137,7 @@ def wolfe_line_search(evaluate, x, d, f0, g0, alpha0, c1=1e-4, c2=0.9, max_evalu
       that satisfied sufficient decrease (0 if none did: ``f0`` and ``g0``).
     """
     dtype = dtype_of(x)
+    x, d, f0, g0 = _as(x, dtype), _as(d, dtype), jnp.reshape(_as(f0, dtype), ()), _as(g0, dtype)
     zero = jnp.zeros((), dtype)
     dphi0 = jnp.sum(g0 * d)
     start = LineSearch(count=np.zeros((), np.int64), done=np.array(False),
@@ -148,6 +149,7 @@ def wolfe_line_search(evaluate, x, d, f0, g0, alpha0, c1=1e-4, c2=0.9, max_evalu
 
     def trial(c):
         f, g = evaluate(x + c.alpha * d)
+        f, g = jnp.reshape(_as(f, dtype), ()), _as(g, dtype)
         slope = jnp.sum(g * d)
         # too large: fails sufficient decrease (or is NaN), or is no lower than lo
         high = _any(jnp.logical_not(f <= f0 + c1 * c.alpha * dphi0),
