@@ -36,6 +36,8 @@ from . import config  # noqa: F401
 from . import nn  # noqa: F401
 from . import numpy  # noqa: F401
 from . import scipy  # noqa: F401  (jt.scipy.objective: gradients for scipy.optimize)
+from . import optim  # noqa: F401
+from .optimize import minimize  # noqa: F401
 
 # what ``from jittape import *`` and type checkers take as the public names: these and
 # the ops (``ops/api.py``)
@@ -47,7 +49,7 @@ __all__ = [
     "custom_root", "custom_vjp", "cond", "fori_loop", "scan", "switch", "while_loop",
     "function", "grad", "hessian", "jacobian", "value_and_grad", "jit", "warmup", "random",
     "ForwardAccumulator", "hvp", "jacfwd", "jacrev", "jvp", "linearize",
-    "config", "nn", "numpy", "scipy",
+    "config", "nn", "numpy", "scipy", "optim", "minimize",
 ]
 if _TYPE_CHECKING:
     __all__ += _api.__all__

@@ -349,11 +349,11 @@ def fori_loop(lower: int, upper: int, body: Callable[[Any, Any], Any], init: Any
     if (regions.compiles_as_loop(trace) or acc is not None) and upper - lower > 1:
         # a scan over the indices: the body's ``i`` is a traced int64 scalar
         check = lambda a, b: _check_carry("fori_loop", a, b, 0)    # noqa: E731
-        step = lambda c, i: (body(i, c), None)                     # noqa: E731
+        one = lambda c, i: (body(i, c), None)                      # noqa: E731
         if acc is not None:
-            return _forward_scan(acc, trace, step, init, np.arange(lower, upper),
+            return _forward_scan(acc, trace, one, init, np.arange(lower, upper),
                                  upper - lower, False, check)[0]
-        carry, _ = regions.traced_scan(trace, step, init, np.arange(lower, upper),
+        carry, _ = regions.traced_scan(trace, one, init, np.arange(lower, upper),
                                        upper - lower, False, check)
         return carry
     carry = init

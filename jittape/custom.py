@@ -133,7 +133,7 @@ def custom_gradient(f: Callable[..., Any]) -> Callable[..., Any]:
     """
     name = getattr(f, "__name__", "function")
 
-    @functools.wraps(f)
+    @functools.wraps(f, updated=())
     def wrapper(*args):
         return _apply(name, "custom_gradient", args, f)
     return wrapper
@@ -167,7 +167,7 @@ class _RuleFunction:
     how = "the rule"
 
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.rule = None
@@ -281,7 +281,7 @@ def checkpoint(fun: Callable[..., Any], policy: Any = None) -> Callable[..., Any
             f"checkpoint: policy {policy!r} is not supported; None recomputes everything"))
     name = getattr(fun, "__name__", "function")
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def wrapper(*args):
         def forward(*xs):
             y = fun(*args)

@@ -177,29 +177,112 @@ def warn_at_user(message, category, frame=None):
 
 
 def _report_floating_point(kind, flag):
-    """NumPy's floating-point error callback while jittape computes (``numpy_errors``):
-    NumPy's own warning, but at the user's line and naming the jittape op."""
+    """NumPy's floating-point error callback while jittape computes (``NumpyErrors``):
+    NumPy's own warning, but at the user's line, naming the jittape op (or the user's
+    own NumPy call, by its source text: NumPy does not tell a callback its ufunc)."""
     frame, op = sys._getframe(1), None
     while frame is not None and op is None:
         if frame.f_code.co_name == "bind" and _kind(frame.f_code.co_filename) == _JITTAPE:
             op = getattr(frame.f_locals.get("self"), "name", None)
         frame = frame.f_back
-    where = f" in {op}" if op else ""
+    if op is None:
+        user = caller_frames(sys._getframe(1))[0]
+        text = call_text(user) if user is not None else None
+        where = f" in `{text}`" if text else ""
+    else:
+        where = f" in {op}"
     warn_at_user(f"{kind} encountered{where}", RuntimeWarning)
 
 
-def numpy_errors():
-    """A context in which NumPy's floating-point warnings (``np.seterr``'s ``"warn"``)
-    name the user's line rather than jittape's. The user's other settings (``"ignore"``,
-    ``"raise"``, their own ``"call"``) stay as they are; the tape enters it while it
-    records and computes gradients."""
+try:         # NumPy's error settings are this context variable's value (NumPy >= 2)
+    from numpy._core._multiarray_umath import _extobj_contextvar as _NUMPY_ERRORS
+except ImportError:                         # pragma: no cover - other NumPy layouts
+    _NUMPY_ERRORS = None
+_OURS = {}         # the user's settings (NumPy's object) -> the same with "warn" reported here
+
+
+class NumpyErrors:
+    """While a tape (or forward accumulator) records and computes gradients, NumPy's
+    floating-point warnings (``np.seterr``'s ``"warn"``) name the user's line and the
+    op, not jittape's file (where Python's default filter would show one warning
+    whatever the user's line). The user's other settings (``"ignore"``, ``"raise"``,
+    their own ``"call"``) stay as they are.
+
+    ``enter`` puts the settings with ``"warn"`` reported here in place and ``exit``
+    puts the user's back only if they are still those: a setting the user made inside
+    the block stays, and blocks exited out of order (another thread, a generator
+    suspended inside the block) leave NumPy warning as before, at the user's line. Two
+    reads and a write of NumPy's context variable: a fraction of a microsecond."""
+
+    __slots__ = ("before", "ours")
+
+    def enter(self):
+        self.before = self.ours = None
+        if _NUMPY_ERRORS is None:
+            return
+        before = _NUMPY_ERRORS.get()
+        ours = _OURS.get(before)
+        if ours is None:
+            ours = _OURS[before] = _reporting(before)
+        if ours is not before:
+            _NUMPY_ERRORS.set(ours)
+            self.before, self.ours = before, ours
+
+    def exit(self):
+        if self.ours is not None:
+            now = _NUMPY_ERRORS.get()
+            if now is self.ours:
+                _NUMPY_ERRORS.set(self.before)
+            else:             # the user's change inside the block stays, with "warn" back
+                _NUMPY_ERRORS.set(_unreporting(now))
+        self.before = self.ours = None
+
+    def __enter__(self):
+        self.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self.exit()
+        return False
+
+
+def _reporting(settings):
+    """NumPy's settings object of ``settings`` with each ``"warn"`` reported by
+    ``_report_floating_point``; ``settings`` itself when there is none, or when the user
+    has a callback of their own."""
     import numpy as np
-    modes = np.geterr()
-    # "call": the user's own callback, or this context already
-    if "call" in modes.values() or "warn" not in modes.values():
-        return contextlib.nullcontext()
-    return np.errstate(call=_report_floating_point,
-                       **{k: "call" if v == "warn" else v for k, v in modes.items()})
+    token = _NUMPY_ERRORS.set(settings)
+    try:
+        modes = np.geterr()
+        if "warn" not in modes.values() or (
+                "call" in modes.values() and np.geterrcall() is not _report_floating_point):
+            return settings
+        with np.errstate(call=_report_floating_point,
+                         **{k: "call" if v == "warn" else v for k, v in modes.items()}):
+            return _NUMPY_ERRORS.get()
+    finally:
+        _NUMPY_ERRORS.reset(token)
+
+
+def _unreporting(settings):
+    """``settings`` with the "call"s that report here back to "warn" (what a user's
+    ``np.seterr`` inside a block made of the block's settings); others as they are."""
+    import numpy as np
+    token = _NUMPY_ERRORS.set(settings)
+    try:
+        if np.geterrcall() is not _report_floating_point:
+            return settings
+        modes = np.geterr()
+        with np.errstate(call=None, **{k: "warn" if v == "call" else v
+                                       for k, v in modes.items()}):
+            return _NUMPY_ERRORS.get()
+    finally:
+        _NUMPY_ERRORS.reset(token)
+
+
+def numpy_errors():
+    """A ``NumpyErrors`` context (entered with ``with``)."""
+    return NumpyErrors()
 
 
 def call_text(frame):

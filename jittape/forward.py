@@ -17,7 +17,7 @@ own ops (an accumulator outside it does: higher-order forward mode).
 from typing import Any, Dict
 
 from . import ops, tree
-from .errors import at_user_line
+from .errors import at_user_line, numpy_errors
 from .ir import Var
 from .jvp import output_tangent
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
@@ -49,6 +49,7 @@ class ForwardAccumulator:
         self._trace = current_trace()
         self._recording = False
         self._busy = False
+        self._errors: Any = None
         for k, (p, t) in enumerate(zip(p_leaves, t_leaves)):
             if not isinstance(p, Tensor):
                 raise TypeError(at_user_line(
@@ -59,6 +60,10 @@ class ForwardAccumulator:
                     f"ForwardAccumulator: primal {k} has dtype {p.dtype}; only floating-point "
                     "values have tangents"))
             t = _tangent_value(t, p, k)
+            if self._get(p) is not None:
+                raise ValueError(at_user_line(
+                    f"ForwardAccumulator: primal {k} is given twice (the same tensor): "
+                    "give each primal once, with the sum of its tangents"))
             self._set(p, t)
 
     # `watched` for the checks that tapes share: a tangent is lost with its value too
@@ -99,9 +104,15 @@ class ForwardAccumulator:
         ACTIVE_TAPES.append(self)
         thread_tapes().append(self)
         self._recording = True
+        # NumPy's floating-point warnings of the ops at the user's lines (as tapes do)
+        self._errors = numpy_errors()
+        self._errors.enter()
         return self
 
     def __exit__(self, *exc):
+        if self._errors is not None:
+            self._errors.exit()
+            self._errors = None
         if self._recording:
             ACTIVE_TAPES.remove(self)
             tapes = thread_tapes()
@@ -135,10 +146,12 @@ class ForwardAccumulator:
         if not any(t is not None for t in tangents):
             return
         if prim.kind == "loop":
+            # (scan, while_loop, cond and switch carry tangents themselves: control.py)
             from .errors import UnsupportedError
             raise UnsupportedError(at_user_line(
-                f"forward mode: {prim.name} in a compiled function (a loop region); "
-                "an accumulator opened outside the loop unrolls it eagerly only"))
+                f"forward mode: {prim.name}, a loop of the compiled code that carries no "
+                "tangents (a Jacobian's loop over its rows, a tape's loop inside the "
+                "accumulator); compute it outside the accumulator"))
         values = [Tracer._of(v, trace) if v.__class__ is Var else v for v in inputs]
         self._busy = True
         try:

@@ -21,6 +21,10 @@ def output_tangent(prim, tangents, out, args, params):
     from . import ops
     if not prim.differentiable or out.dtype.kind not in "fc":
         return None
+    if prim.name == "custom_root":       # (its VJP's solve cannot be transposed again)
+        raise UnsupportedError(at_user_line(
+            f"forward mode through jt.custom_root ({getattr(prim, 'fn_name', '?')}) is not "
+            "supported: differentiate through the root in reverse mode (jt.grad, a tape)"))
     rules = prim.jvp
     if callable(rules):                    # one rule for all inputs (linear in all)
         total = rules(tangents, out, *args, **params) if params else rules(tangents, out, *args)

@@ -91,15 +91,13 @@ class GradientTape:
         self._push()
         # NumPy's floating-point warnings of the recorded ops at the user's lines
         self._errors = numpy_errors()
-        self._errors.__enter__()
+        self._errors.enter()
         return self
 
     def __exit__(self, exc_type, exc, tb):
         errors, self._errors = self._errors, None
         if errors is not None:
-            # (a token of another thread's context, when the tape was handed over)
-            with contextlib.suppress(ValueError):
-                errors.__exit__(exc_type, exc, tb)
+            errors.exit()
         if self._recording:
             self._pop()
 

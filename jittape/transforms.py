@@ -42,16 +42,20 @@ def _kept(f, key, make):
 
 
 def _as_tensor(x):
-    """A leaf of a differentiated argument as a tensor (a NumPy array or number: a
-    constant, float64 for a Python float: what ``jvp`` differentiates is the user's
-    number, and float32 would round it)."""
-    if isinstance(x, Tensor):
+    """A leaf of a differentiated argument as a tensor: a Python float as float64 (what
+    ``jvp`` differentiates is the user's number, and float32 would round it); a Python
+    int or bool stays a Python number (an index, a count: it has no tangent)."""
+    if isinstance(x, Tensor) or isinstance(x, (bool, int)):
         return x
-    return Tensor(np.asarray(x, dtype=np.float64) if isinstance(x, (float, int)) else x)
+    return Tensor(np.asarray(x, dtype=np.float64) if isinstance(x, float) else x)
 
 
 def _floats(leaves):
-    return [k for k, x in enumerate(leaves) if np.dtype(getattr(x, "dtype", np.float64)).kind in "fc"]
+    return [k for k, x in enumerate(leaves) if _dtype(x).kind in "fc"]
+
+
+def _dtype(x):
+    return x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
 
 
 def _zeros_for(y):
@@ -94,11 +98,16 @@ def _check_pairs(what, f, primals, tangents):
                 raise ValueError(at_user_line(
                     f"{what}: tangent {k} (leaf {j}) has shape {np.shape(b)}, its primal "
                     f"{np.shape(a)}"))
+            if (_dtype(a).kind not in "fc" and not isinstance(b, Tensor)
+                    and np.any(np.asarray(b) != 0)):
+                raise ValueError(at_user_line(
+                    f"{what}: primal {k} (leaf {j}) is an integer ({_dtype(a)}): it has no "
+                    "tangent, and its tangent must be zero"))
     return tuple(primals), tuple(tangents)
 
 
 def _jvp_body(f):
-    @functools.wraps(f)
+    @functools.wraps(f, updated=())
     def body(primals, tangents):
         value, out = _traced_jvp(f, primals, tangents)
         return value, out
@@ -137,7 +146,10 @@ def linearize(f: Callable[..., Any], *primals: Any) -> Tuple[Any, Callable[..., 
     (what depends on the primals only, the compiled code cannot keep between calls)."""
     if not callable(f):
         raise TypeError(at_user_line(f"linearize: expected a function, got {type(f).__name__}"))
-    fixed = tuple(primals)
+    # (copies: f_jvp is the derivative at the point given, whatever later becomes of
+    # the caller's arrays)
+    fixed = tuple(tree.map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, p)
+                  for p in primals)
     zeros = tuple(tree.map(lambda x: np.zeros(np.shape(x), getattr(x, "dtype", np.float64)), p)
                   for p in fixed)
     value, _ = jvp(f, fixed, zeros)
@@ -167,7 +179,7 @@ def hvp(f: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:
     single, nums = _argnums("hvp", argnums)
 
     def make():
-        @functools.wraps(f)
+        @functools.wraps(f, updated=())
         def body(*args):
             *args, v = args
             args = list(args)
@@ -233,7 +245,7 @@ def jacfwd(f: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:
     single, nums = _argnums("jacfwd", argnums)
 
     def make():
-        @functools.wraps(f)
+        @functools.wraps(f, updated=())
         def body(*args):
             args = list(args)
             diff = [_resolve(i, len(args), "jacfwd", f) for i in nums]
@@ -241,7 +253,9 @@ def jacfwd(f: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:
                 args[i] = _as_tensor(args[i])
                 if not isinstance(args[i], Tensor) or args[i].dtype.kind not in "fc":
                     raise TypeError(at_user_line(
-                        f"jacfwd({_name(f)}): argument {i} must be a floating-point array"))
+                        f"jacfwd({_name(f)}): argument {i} must be one floating-point array "
+                        f"(got {type(args[i]).__name__}; for a pytree, differentiate its "
+                        "leaves as separate arguments)"))
             cols = [_columns(f, args, i) for i in diff]
             return cols[0] if single else tuple(cols)
         return function(body)
@@ -249,26 +263,43 @@ def jacfwd(f: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:
 
 
 def _columns(f, args, i):
-    """d f / d args[i], by a scan of JVPs over the identity's rows."""
+    """d f / d args[i], by a scan of JVPs over the identity's rows: for each leaf of
+    ``f``'s result, an array of shape ``leaf.shape + args[i].shape``."""
     x = args[i]
-    shape, n = tuple(x.shape), int(np.prod(x.shape, dtype=int))
+    trace = getattr(x, "_trace", None)
+    if trace is not None:      # the loop's length and the identity are this size's
+        trace.reads_sizes = True
+    shape, n = tuple(int(d) for d in x.shape), int(np.prod(x.shape, dtype=np.int64))
     positions = np.arange(n)
+    out_def = []
 
     def step(carry, k):
         # the k-th row of the identity, made in the loop (no n x n constant)
         direction = ops.reshape(ops.cast(ops.equal(positions, k), x.dtype), shape)
         with ForwardAccumulator(x, direction) as acc:
             y = f(*args[:i], x, *args[i + 1:])
-        if not isinstance(y, Tensor):
-            y = _as_tensor(y)
-        t = acc.jvp(y)
-        return carry, (ops.zeros_like(y) if t is None else t)
+        leaves, treedef = tree.flatten(y)
+        out_def[:] = [treedef, [_as_tensor(v) for v in leaves]]
+        tangents = []
+        for v in out_def[1]:
+            t = acc.jvp(v) if v.dtype.kind in "fc" else None
+            tangents.append(ops.zeros_like(v) if t is None else t)
+        return carry, tangents
 
-    _, rows = scan(step, np.zeros((), x.dtype), positions)   # (n, *out_shape)
-    out_ndim = rows.ndim - 1
-    perm = tuple(range(1, out_ndim + 1)) + (0,)
-    cols = ops.transpose(rows, perm)                        # (*out_shape, n)
-    return ops.reshape(cols, tuple(cols.shape[:out_ndim]) + shape)
+    if n == 0:                 # (no direction: an empty Jacobian per output)
+        with ForwardAccumulator(x, ops.zeros_like(x)):
+            y = f(*args[:i], x, *args[i + 1:])
+        leaves, treedef = tree.flatten(y)
+        return tree.unflatten(treedef, [ops.zeros(tuple(int(d) for d in np.shape(v)) + shape,
+                                                  _as_tensor(v).dtype) for v in leaves])
+    _, rows = scan(step, np.zeros((), x.dtype), positions)   # each (n, *out_shape)
+    cols = []
+    for r in rows:
+        out_ndim = r.ndim - 1
+        perm = tuple(range(1, out_ndim + 1)) + (0,)
+        c = ops.transpose(r, perm)                          # (*out_shape, n)
+        cols.append(ops.reshape(c, tuple(int(d) for d in c.shape[:out_ndim]) + shape))
+    return tree.unflatten(out_def[0], cols)
 
 
 def jacrev(f: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:

@@ -296,3 +296,71 @@ def test_jacfwd_of_a_loop():
         return jt.scan(lambda c, xi: (c + xi * c, c), 1.0, x)[1]
     want = np.stack([_fd(f, X, e) for e in np.eye(3)], axis=1)
     np.testing.assert_allclose(jt.jacfwd(f)(X), want, rtol=1e-7, atol=1e-9)
+
+
+# -- regressions ------------------------------------------------------------------------
+
+def test_transforms_of_compiled_functions_nest():
+    # a compiled function wrapping another took over the inner one's state (its
+    # function, mode and cache): jt.grad(jt.grad(f)) returned the first derivative
+    assert jt.grad(jt.grad(lambda x: x ** 3))(3.0) == pytest.approx(18.0)
+    assert jt.grad(jt.function(lambda x: x ** 3))(2.0) == pytest.approx(12.0)
+
+    def f(x):
+        return jnp.sum(jnp.sin(x) * x ** 2)
+    x = np.array([1.0, 2.0, 3.0])
+    want = jt.hessian(f)(x)
+    np.testing.assert_allclose(jt.jacfwd(jt.jacrev(f))(x), want, rtol=1e-12)
+    np.testing.assert_allclose(jt.jacfwd(jt.grad(f))(x), want, rtol=1e-12)
+    np.testing.assert_allclose(jt.jvp(jt.grad(f), (x,), (V,))[1], want @ V, rtol=1e-12)
+    np.testing.assert_allclose(jt.hvp(jt.function(f))(x, V), want @ V, rtol=1e-12)
+
+
+def test_jacfwd_serves_each_size_and_output_structure():
+    J = jt.jacfwd(lambda x: jnp.exp(jnp.sin(x)) * 2.0)
+    for n in (3, 5):
+        x = np.linspace(0.1, 1.0, n)
+        np.testing.assert_allclose(J(x), np.diag(2 * np.cos(x) * np.exp(np.sin(x))), rtol=1e-12)
+    a, b = jt.jacfwd(lambda x: (x * 2.0, jnp.sum(x)))(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(a, 2 * np.eye(2))
+    np.testing.assert_array_equal(b, np.ones(2))
+    assert jt.jacfwd(lambda x: x * 2.0)(np.zeros(0)).shape == (0, 0)
+
+
+def test_integer_arguments_have_no_tangent():
+    _, t = jt.jvp(lambda x, n: x[:n], (X, 2), (V, 0))
+    np.testing.assert_array_equal(t, V[:2])
+    _, t = jt.jvp(lambda x, n: x * n, (2.0, 3), (1.0, 0))
+    assert t == 3.0
+    with pytest.raises(ValueError, match="primal 1 .* is an integer"):
+        jt.jvp(lambda x, n: x * n, (2.0, np.int64(3)), (1.0, np.int64(1)))
+
+
+def test_forward_mode_limits_say_so():
+    def residual(x, a):
+        return x ** 3 - a
+
+    a = jt.constant(np.array([8.0]))
+    with pytest.raises(jt.UnsupportedError, match="forward mode through jt.custom_root"):
+        with jt.ForwardAccumulator(a, np.ones(1)):
+            jt.custom_root(lambda x: residual(x, a), np.array([1.0]),
+                           lambda f, x0: np.array([2.0]))
+    with pytest.raises(ValueError, match="given twice"):
+        jt.ForwardAccumulator([a, a], [np.ones(1), np.ones(1)])
+
+
+def test_linearize_keeps_the_point_it_was_given():
+    x = X.copy()
+    _, f_jvp = jt.linearize(lambda z: z ** 2, x)
+    x[:] = 10.0
+    np.testing.assert_allclose(f_jvp(V), 2 * X * V, rtol=1e-12)
+
+
+def test_accumulator_warnings_name_the_users_line(recwarn):
+    import warnings
+    warnings.simplefilter("default")
+    x = jt.constant(np.array([0.0]))
+    with jt.ForwardAccumulator(x, np.ones(1)):
+        jnp.log(x)
+    found = [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    assert found and all(w.filename == __file__ for w in found), [(w.filename, str(w.message)) for w in found]

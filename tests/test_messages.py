@@ -154,6 +154,32 @@ def test_the_users_numpy_settings_are_kept():
             jnp.log(v)
     assert calls == ["divide by zero"]
     assert np.geterr()["divide"] == "warn" and np.geterrcall() is None
+    # a setting made inside the block stays (the block's own reporting is undone)
+    with jt.GradientTape():
+        np.seterr(divide="ignore")
+    try:
+        assert np.geterr() == {"divide": "ignore", "over": "warn", "under": "ignore",
+                               "invalid": "warn"} and np.geterrcall() is None
+    finally:
+        np.seterr(divide="warn")
+    # blocks exited out of order leave NumPy's settings as the user's
+    outer = np.errstate(divide="ignore")
+    outer.__enter__()
+    tape = jt.GradientTape()
+    tape.__enter__()
+    outer.__exit__(None, None, None)
+    tape.__exit__(None, None, None)
+    assert np.geterr()["divide"] == "warn" and np.geterrcall() is None
+
+
+def test_the_users_own_numpy_call_in_a_tape_is_named():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with jt.GradientTape():
+            np.log(np.array([0.0]))
+    (w,) = [w for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert w.filename == __file__
+    assert str(w.message) == "divide by zero encountered in `np.log(np.array([0.0]))`"
 
 
 def test_a_warning_at_the_users_line_from_python_dash_c():

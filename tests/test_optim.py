@@ -166,7 +166,6 @@ def test_eager_and_compiled_agree_on_pytrees_and_keep_float32(compiled_three_ste
                 np.testing.assert_allclose(c, e, rtol=1e-5 if e.dtype == np.float32 else 1e-12,
                                            atol=1e-12)
     # the float64 leaves against the formula too
-    ref, _ = CASES["adam"]
     r, s = params.w, {}
     for t in (1, 2, 3):
         r, s = _ref_adam(r, K["w"] * r + Q["w"], s, float(t), lr=0.05)
@@ -484,6 +483,26 @@ def test_apply_gradients_eagerly_matches_update_and_skips_none():
     np.testing.assert_allclose(b.numpy(), params[1], rtol=1e-12)
     np.testing.assert_array_equal(frozen.numpy(), np.ones(2))
     assert int(opt.iterations.numpy()) == 3 and w.dtype == np.float64
+
+
+def test_apply_gradients_on_a_dense_layers_trainable_variables():
+    layer = jt.nn.Dense(2, activation="relu")
+    x = jt.constant(np.array([[1.0, -2.0, 0.5]], np.float32))
+    layer(x)
+    before = [v.numpy().copy() for v in layer.trainable_variables]
+    opt = optim.Adam(0.01)
+    with jt.GradientTape() as tape:
+        loss = jt.reduce_sum(layer(x) ** 2 + layer(x))
+    grads = tape.gradient(loss, layer.trainable_variables)
+    opt.apply_gradients(zip(grads, layer.trainable_variables))
+    for v, old, g in zip(layer.trainable_variables, before, grads):
+        g = g.numpy()
+        # Adam's first step: m_hat = g, v_hat = g^2, so the step is lr * g / (|g| + eps)
+        np.testing.assert_allclose(v.numpy(), old - 0.01 * g / (np.abs(g) + 1e-8), rtol=1e-6)
+        assert v.dtype == np.float32
+    names = [var.name for var in opt.variables]
+    assert names == ["iterations:0"] + [f"{layer.name}/{v}/{s}:0" for v in ("kernel", "bias")
+                                        for s in ("m", "v")]
 
 
 def test_apply_gradients_in_a_compiled_training_step():

@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PUBLIC = ["jittape/compiler/compiled.py", "jittape/control.py", "jittape/tape.py",
           "jittape/custom.py", "jittape/codegen/runtime.py", "jittape/forward.py",
-          "jittape/transforms.py"]
+          "jittape/transforms.py", "jittape/optimize.py"]
 
 pytest.importorskip("mypy")
 

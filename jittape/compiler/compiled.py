@@ -93,7 +93,10 @@ class Compiled(Variants, Modes, Signatures, Wrapper):
         self._lock = threading.RLock()
         self._warned = False              # the recompile warning is given once
         self._last_key = None
-        functools.update_wrapper(self, fn)
+        # the wrapped function's name and docstring, not its __dict__: a compiled
+        # function's (fn, mode, _cache) would overwrite this one's (jt.grad(jt.grad(f))
+        # computed the inner gradient)
+        functools.update_wrapper(self, fn, updated=())
         self._stats = dict(traces=0, compiles=0, hits=0, disk_hits=0, misses=0,
                            python_calls=0)
         config._COMPILED.add(self)

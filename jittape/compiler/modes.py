@@ -50,14 +50,32 @@ class Modes:
         from ..tape import GradientTape, UnconnectedGradients
         if self.mode == "function":
             return self.fn(*args)
-        if self.mode not in ("grad", "value_and_grad"):
+        if self.mode not in ("grad", "value_and_grad", "jacobian"):
             raise UnsupportedError(at_user_line(
                 f"{self.mode}({self.name}) called inside a compiled function: only "
-                "grad, value_and_grad and function compose; use a GradientTape there"))
+                "grad, value_and_grad, jacobian and function compose; use a GradientTape "
+                "there"))
         args = list(args)
         diff = self._diff(len(args))
         for i in diff:
             args[i] = tree.map_leaves(_as_tensor, args[i])
+        if self.mode == "jacobian":           # (jacfwd(jacrev(f)): a Hessian)
+            from ..recording import thread_tapes
+            # under a forward accumulator the rows are gradients one by one: it follows
+            # ops, and the Jacobian's loop over rows is a region it has no rule for
+            by_rows = any(t._forward for t in thread_tapes())
+            with GradientTape(persistent=True) as tape:
+                tape.watch([args[i] for i in diff])
+                result = self.fn(*args)
+                value, aux = result if self.has_aux else (result, None)
+                value = _as_tensor(value)
+                if by_rows:                    # (the elements, recorded by the tape)
+                    flat = ops.reshape(value, (-1,))
+                    elements = [flat[k] for k in range(int(np.prod(value.shape, dtype=np.int64)))]
+            jacs = [_inline_jacobian(tape, value, args[i], elements if by_rows else None)
+                    for i in diff]
+            jacs = jacs[0] if self.single else tuple(jacs)
+            return (jacs, aux) if self.has_aux else jacs
         with GradientTape() as tape:
             tape.watch([args[i] for i in diff])
             result = self.fn(*args)
@@ -253,6 +271,19 @@ class Modes:
             return (grads, aux_value) if has_aux else grads
 
         return outputs, pack
+
+
+def _inline_jacobian(tape, value, source, elements):
+    """``tape.jacobian`` of an inlined ``jt.jacobian``, or, given the value's
+    ``elements``, its rows as their gradients one by one."""
+    from ..tape import UnconnectedGradients
+    zero = UnconnectedGradients.ZERO
+    if elements is None:
+        return tape.jacobian(value, source, unconnected_gradients=zero)
+    rows = [tape.gradient(e, source, unconnected_gradients=zero) for e in elements]
+    stacked = (ops.stack(rows) if rows
+               else ops.zeros((0,) + tuple(source.shape), source.dtype))
+    return ops.reshape(stacked, tuple(value.shape) + tuple(source.shape))
 
 
 def _as_tracer(trace, x, mode, name):

@@ -294,6 +294,13 @@ class Optimizer:
                                         name="iterations")
         return self._iterations
 
+    @property
+    def variables(self):
+        """``iterations`` and the slot variables ``apply_gradients`` made, in the order
+        it made them (Keras's ``optimizer.variables``)."""
+        return [self.iterations] + [var for _, slots in self._variables.values()
+                                    for var in slots.values()]
+
     def apply_gradients(self, grads_and_vars):
         """Update ``jt.Variable``s in place, as TensorFlow's ``apply_gradients``.
 

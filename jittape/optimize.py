@@ -1,0 +1,335 @@
+"""``jt.minimize``: a whole optimisation loop in native code.
+
+The loop is a ``jt.while_loop`` inside one compiled function (``jt.function``): each
+iteration evaluates the loss and its gradient (a tape over ``fun``, compiled with the
+rest) and applies ``jt.optim``'s update, L-BFGS's line search included, until the
+gradient is small enough, the step budget is spent, or L-BFGS cannot go lower. One call
+of that function runs a chunk of iterations; Python sees the state between chunks only:
+it keeps the best point so far, updates the progress bar, calls the callback, and
+returns that best point if Ctrl-C arrives. The first chunk is short, and the others are
+sized from its speed to take about ``CHUNK_SECONDS`` each, so a long run answers Ctrl-C
+within a fraction of a second and a short one is one or two native calls.
+
+``value_and_grad=`` runs the same algorithms driven by Python with a gradient that is
+not a jittape kernel (a ``jt.dask`` gradient, a user's callback); their updates then run
+eagerly on NumPy values.
+"""
+
+import math
+import sys
+import time
+import weakref
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+
+from . import optim, tree
+from .ops import cast as _cast
+from .optim.lbfgs import unravel
+from .compiler import function
+from .control import while_loop
+from .errors import at_user_line
+from .tape import GradientTape, UnconnectedGradients
+from .tensor import Tensor
+
+CHUNK_SECONDS = 0.2      # the aim for one native chunk after the first
+FIRST_CHUNK = 256        # iterations of the first chunk (it also measures the speed)
+
+_METHODS = {
+    "lbfgs": (optim.LBFGS, 1.0),
+    "l-bfgs": (optim.LBFGS, 1.0),
+    "adam": (optim.Adam, 1e-3),
+    "adamw": (optim.AdamW, 1e-3),
+    "sgd": (optim.SGD, 1e-2),
+    "rmsprop": (optim.RMSprop, 1e-2),
+    "adagrad": (optim.Adagrad, 1e-2),
+}
+
+_CHUNKS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref.WeakKeyDictionary()
+
+
+def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: int = 1000,
+             tol: float = 1e-6, args: tuple = (), learning_rate: Any = None,
+             callback: Optional[Callable[[OptimizeResult], Any]] = None,
+             callback_every: Optional[int] = None, progress: bool = False,
+             value_and_grad: Optional[Callable[..., Any]] = None,
+             **options: Any) -> OptimizeResult:
+    """Minimize the scalar ``fun(x, *args)`` from ``x0`` (an array or any pytree of float
+    arrays) and return SciPy's ``OptimizeResult``: ``x`` (in ``x0``'s structure),
+    ``fun``, ``jac``, ``nit``, ``nfev``, ``success``, ``status``, ``message``.
+
+    Args:
+      method: ``"lbfgs"`` (default), ``"adam"``, ``"adamw"``, ``"sgd"``, ``"rmsprop"``,
+        ``"adagrad"``, or a ``jt.optim`` optimizer (then ``learning_rate`` and
+        ``options`` are its own).
+      steps: the most iterations (L-BFGS: iterations, each a line search).
+      tol: success when the largest gradient component is at most ``tol``.
+      args: more arguments of ``fun`` (run-time inputs of the compiled loop).
+      learning_rate, options: the optimizer's (``memory=``, ``b1=``, ``momentum=``, ...).
+      callback: called between chunks with the result so far; return True to stop.
+      callback_every: iterations per chunk (else chunks of about 0.2 s).
+      progress: a progress bar on stderr (tqdm when installed, else a line per chunk).
+      value_and_grad: ``fn(x, *args) -> (value, grads)``, for a gradient that is not
+        jittape's own (the loop then runs in Python, the updates eagerly).
+    """
+    opt = _optimizer(method, learning_rate, options)
+    steps = int(steps)
+    if steps < 0:
+        raise ValueError(at_user_line(f"minimize: steps must be >= 0, got {steps}"))
+    if not callable(fun):
+        raise TypeError(at_user_line(f"minimize: expected a function, got {type(fun).__name__}"))
+    if callback_every is not None and int(callback_every) < 1:
+        raise ValueError(at_user_line(f"minimize: callback_every must be >= 1, got {callback_every}"))
+    leaves, treedef = tree.flatten(x0)
+    x = tree.unflatten(treedef, [np.array(a, dtype=np.result_type(a, np.float64)
+                                          if np.asarray(a).dtype.kind != "f" else None)
+                                 for a in leaves])
+    args = tuple(args)
+    if value_and_grad is not None:
+        step = _python_step(opt, value_and_grad, args)
+    else:
+        step = _native_step(fun, opt)
+    return _drive(step, opt, x, steps, float(tol), args, callback, callback_every, progress)
+
+
+def _optimizer(method, learning_rate, options):
+    if isinstance(method, optim.Optimizer):
+        if learning_rate is not None or options:
+            raise TypeError(at_user_line(
+                "minimize: learning_rate and options belong to the optimizer given as "
+                "method; set them there"))
+        return method
+    if not isinstance(method, str) or method.lower() not in _METHODS:
+        raise ValueError(at_user_line(
+            f"minimize: unknown method {method!r}; use one of "
+            f"{sorted(set(_METHODS) - {'l-bfgs'})} or a jt.optim optimizer"))
+    make, rate = _METHODS[method.lower()]
+    try:
+        return make(learning_rate=rate if learning_rate is None else learning_rate, **options)
+    except TypeError as err:
+        raise TypeError(at_user_line(f"minimize(method={method!r}): {err}")) from None
+
+
+def _is_lbfgs(opt):
+    return isinstance(opt, optim.LBFGS)
+
+
+def _max_abs(g):
+    from . import numpy as jnp
+    parts = [jnp.max(jnp.abs(leaf)) for leaf in tree.leaves(g)]
+    out = parts[0]
+    for p in parts[1:]:
+        out = jnp.maximum(out, p)
+    return out
+
+
+# -- one chunk, native ----------------------------------------------------------------
+
+def _native_step(fun, opt):
+    """A compiled chunk: ``chunk(x, state, budget, tol, *args) -> (x, state, value, grad,
+    iterations, stalled, evaluations)``, kept per (fun, optimizer configuration)."""
+    key = (type(opt), repr(opt))
+    try:
+        table = _CHUNKS.setdefault(fun, {})
+    except TypeError:
+        table = {}
+    compiled = table.get(key)
+    if compiled is None:
+        compiled = table[key] = function(_chunk(fun, opt))
+    return compiled
+
+
+def _chunk(fun, opt):
+    from . import numpy as jnp
+    lbfgs = _is_lbfgs(opt)
+
+    def chunk(x, state, budget, tol, *args):
+        def value_and_grad(p):
+            p = tree.map(lambda a: a if isinstance(a, Tensor) else Tensor(a), p)
+            with GradientTape() as tape:
+                tape.watch(p)
+                v = fun(p, *args)
+            return v, tape.gradient(v, p, unconnected_gradients=UnconnectedGradients.ZERO)
+
+        v0, g0 = value_and_grad(x)
+        nfev0 = jnp.zeros((), np.int64) + 1
+
+        def cond(c):
+            _, _, v, g, k, stalled, _ = c
+            return ((k < budget) & (_max_abs(g) > tol) & jnp.isfinite(v) & (stalled == 0))
+
+        def body(c):
+            x, s, v, g, k, _, nfev = c
+            if lbfgs:
+                before = s.slots["evaluations"]
+                x2, s2 = opt.update(x, g, s, value_and_grad=value_and_grad)
+                v2 = jnp.reshape(s2.slots["value"], ())
+                g2 = _unflat_like(s2.slots["grad"], x2)
+                # no lower point found: the line search cannot make progress from here
+                stalled = jnp.where(v2 >= v, 1, 0)
+                used = s2.slots["evaluations"] - before
+            else:
+                x2, s2 = opt.update(x, g, s)
+                v2, g2 = value_and_grad(x2)
+                stalled = jnp.zeros((), np.int64)
+                used = jnp.zeros((), np.int64) + 1
+            v2 = _cast(v2, v.dtype)
+            return (x2, s2, v2, g2, k + 1, _cast(stalled, np.int64), nfev + used)
+
+        init = (x, state, _cast(v0, _dtype(x)), g0, jnp.zeros((), np.int64),
+                jnp.zeros((), np.int64), nfev0)
+        x, state, v, g, k, stalled, nfev = while_loop(cond, body, init)
+        return x, state, v, g, k, stalled, nfev
+    chunk.__name__ = f"minimize_{getattr(fun, '__name__', 'function')}"
+    return chunk
+
+
+def _dtype(x):
+    return np.result_type(*[getattr(a, "dtype", np.float64) for a in tree.leaves(x)])
+
+
+def _unflat_like(flat, like):
+    """L-BFGS's flat gradient in ``like``'s structure. (Its sizes stay the traced
+    ``Dim``s: an ``int`` of one would freeze this trace's sizes into the kernel.)"""
+    leaves, treedef = tree.flatten(like)
+    return unravel(flat, leaves, treedef)
+
+
+# -- one chunk, driven by Python ----------------------------------------------------------
+
+def _python_step(opt, value_and_grad, args):
+    """A chunk run by Python with the user's gradient, the same signature as the native
+    chunk's."""
+    def evaluate(p):
+        v, g = value_and_grad(p, *args)
+        return np.asarray(v, np.float64)[()], tree.map(np.asarray, g)
+
+    def chunk(x, state, budget, tol, *_):
+        v, g = evaluate(x)
+        nfev, k, stalled = 1, 0, 0
+        while k < budget and _np_max_abs(g) > tol and np.isfinite(v) and not stalled:
+            if _is_lbfgs(opt):
+                before = int(state.slots["evaluations"])
+                x2, state = opt.update(x, g, state, value_and_grad=evaluate)
+                v2 = float(np.asarray(state.slots["value"]))
+                g2 = _np_unflat_like(np.asarray(state.slots["grad"]), x2)
+                stalled = int(v2 >= v)
+                nfev += int(state.slots["evaluations"]) - before
+            else:
+                x2, state = opt.update(x, g, state)
+                v2, g2 = evaluate(x2)
+                nfev += 1
+            x, v, g, k = _as_numpy(x2), v2, g2, k + 1
+        return x, state, v, g, k, stalled, nfev
+    return chunk
+
+
+def _as_numpy(x):
+    return tree.map(lambda a: a.numpy() if isinstance(a, Tensor) else np.asarray(a), x)
+
+
+def _np_max_abs(g):
+    return max(float(np.max(np.abs(np.asarray(leaf)))) for leaf in tree.leaves(g))
+
+
+def _np_unflat_like(flat, like):
+    leaves, treedef = tree.flatten(like)
+    out, start = [], 0
+    for leaf in leaves:
+        a = np.asarray(leaf)
+        out.append(flat[start:start + a.size].reshape(a.shape).astype(a.dtype))
+        start += a.size
+    return tree.unflatten(treedef, out)
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
+    state = opt.init(x)
+    best = None                     # (value, x, grad) of the lowest point seen
+    nit = nfev = 0
+    status, message = 1, "the iteration limit was reached"
+    bar = _Progress(steps) if progress else None
+    size = int(callback_every) if callback_every else min(FIRST_CHUNK, steps) or 1
+    interrupted = False
+    try:
+        while True:
+            budget = min(size, steps - nit)
+            start = time.perf_counter()
+            x, state, v, g, k, stalled, used = chunk(x, state, np.int64(budget),
+                                                     np.float64(tol), *args)
+            seconds = time.perf_counter() - start
+            k, v = int(k), float(v)
+            nit += k
+            nfev += int(used)
+            x = _as_numpy(x)
+            if best is None or not v >= best[0]:     # (NaN is never best)
+                best = (v, x, tree.map(np.asarray, g))
+            if bar is not None:
+                bar.update(nit, v)
+            gmax = _np_max_abs(g)
+            if gmax <= tol:
+                status, message = 0, "the gradient is below tol"
+                break
+            if not math.isfinite(v):
+                status, message = 3, f"the value became {v}"
+                break
+            if int(stalled):
+                status, message = 2, "the line search found no lower point (precision loss)"
+                break
+            if nit >= steps:
+                break
+            if callback is not None and callback(_result(best, nit, nfev, 1, "running")):
+                status, message = 4, "the callback asked to stop"
+                break
+            if not callback_every:     # chunks of about CHUNK_SECONDS from here
+                per = seconds / max(k, 1)
+                size = max(1, int(CHUNK_SECONDS / per) if per > 0 else steps)
+    except KeyboardInterrupt:
+        interrupted = True
+        status, message = 5, "interrupted (Ctrl-C): the best point so far"
+    finally:
+        if bar is not None:
+            bar.close()
+    if best is None:
+        if interrupted:
+            raise KeyboardInterrupt
+        v, g = float("nan"), None
+        best = (v, x, g)
+    result = _result(best, nit, nfev, status, message)
+    if callback is not None and not interrupted:
+        callback(result)
+    return result
+
+
+def _result(best, nit, nfev, status, message):
+    value, x, g = best
+    return OptimizeResult(x=x, fun=value, jac=g, nit=nit, nfev=nfev, status=status,
+                          success=status == 0, message=message)
+
+
+class _Progress:
+    """tqdm's bar when installed, else a line per chunk on stderr."""
+
+    def __init__(self, total):
+        self.done = 0
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self.bar = None
+        else:
+            self.bar = tqdm(total=total, desc="jt.minimize", unit="it", file=sys.stderr)
+
+    def update(self, nit, value):
+        if self.bar is not None:
+            self.bar.update(nit - self.done)
+            self.bar.set_postfix(fun=f"{value:.6g}")
+        else:
+            print(f"jt.minimize: {nit} iterations, fun = {value:.6g}", file=sys.stderr,
+                  flush=True)
+        self.done = nit
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,110 @@
+"""``jt.minimize``: whole optimisation loops in one native call per chunk, the same
+optimum SciPy finds with hand-written gradients, and the Python-driven mode."""
+
+
+import numpy as np
+import pytest
+import scipy.optimize as so
+
+import jittape as jt
+from jittape import numpy as jnp
+
+
+
+def rosen(x):
+    return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+@pytest.mark.parametrize("n", [10, 100])
+def test_lbfgs_reaches_scipys_optimum(n):
+    x0 = np.linspace(-1.2, 1.0, n)
+    want = so.minimize(so.rosen, x0, jac=so.rosen_der, method="L-BFGS-B",
+                       options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000})
+    got = jt.minimize(rosen, x0, method="lbfgs", steps=5000, tol=1e-8)
+    assert got.success and got.status == 0, got.message
+    assert np.max(np.abs(got.jac)) <= 1e-8
+    np.testing.assert_allclose(got.x, want.x, atol=1e-6)
+    np.testing.assert_allclose(got.x, np.ones(n), atol=1e-7)
+    assert got.fun == pytest.approx(so.rosen(got.x), abs=1e-15)
+    assert 0 < got.nit <= got.nfev
+
+
+def test_one_kernel_serves_every_size_and_each_size_is_right():
+    # a size frozen into the kernel by the loop's own code gave a wrong answer, silently,
+    # for a second size (the kernel is shared across sizes)
+    found = {}
+    for n in (10, 60, 10):
+        found[n] = jt.minimize(rosen, np.linspace(-1.2, 1.0, n), tol=1e-8, steps=5000)
+        assert found[n].success, (n, found[n].message)
+        np.testing.assert_allclose(found[n].x, np.ones(n), atol=1e-7)
+
+
+def test_python_driven_mode_runs_the_same_algorithm():
+    x0 = np.linspace(-1.2, 1.0, 10)
+    vg = jt.value_and_grad(rosen)
+    native = jt.minimize(rosen, x0, tol=1e-8)
+    driven = jt.minimize(rosen, x0, tol=1e-8, value_and_grad=vg)
+    assert driven.success and driven.nit == native.nit and driven.nfev == native.nfev
+    np.testing.assert_allclose(driven.x, native.x, rtol=1e-9, atol=1e-12)
+
+
+def test_adam_steps_match_a_loop_of_updates():
+    x0 = np.linspace(-1.2, 1.0, 6)
+    got = jt.minimize(rosen, x0, method="adam", steps=300, tol=0.0, learning_rate=1e-2)
+    opt, vg = jt.optim.Adam(1e-2), jt.value_and_grad(rosen)
+    x, state = x0, opt.init(x0)
+    for _ in range(300):
+        _, g = vg(x)
+        x, state = opt.update(x, g, state)
+    assert got.nit == 300 and got.status == 1
+    np.testing.assert_allclose(got.x, x, rtol=1e-10, atol=1e-12)
+
+
+def test_pytrees_args_and_callbacks():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X @ np.array([1.0, -2.0, 0.5, 0.0]) > 0).astype(np.float64)
+
+    def nll(p, X, y):
+        z = X @ p["w"] + p["b"]
+        return jnp.mean(jnp.logaddexp(0.0, z) - y * z) + 1e-2 * jnp.sum(p["w"] ** 2)
+
+    seen = []
+    got = jt.minimize(nll, {"w": np.zeros(4), "b": np.zeros(())}, args=(X, y), tol=1e-9,
+                      callback=lambda r: seen.append(r.nit), callback_every=2)
+    obj = jt.scipy.objective(nll, like={"w": np.zeros(4), "b": np.zeros(())})
+    x0, unravel = jt.tree.ravel({"w": np.zeros(4), "b": np.zeros(())})
+    want = unravel(so.minimize(x0=x0, args=(X, y), method="BFGS", options={"gtol": 1e-10},
+                               **{k: v for k, v in obj.items() if k != "hessp"}).x)
+    assert got.success
+    np.testing.assert_allclose(got.x["w"], want["w"], atol=1e-6)
+    assert float(got.x["b"]) == pytest.approx(float(want["b"]), abs=1e-6)
+    assert seen[:-1] == list(range(2, 2 * len(seen) - 1, 2))   # every 2, then the end
+
+
+def test_a_callback_stops_and_ctrl_c_returns_the_best_point():
+    x0 = np.linspace(-1.2, 1.0, 10)
+    stopped = jt.minimize(rosen, x0, callback=lambda r: r.nit >= 3, callback_every=1)
+    assert stopped.status == 4 and stopped.nit == 3 and not stopped.success
+
+    def interrupt(r):
+        if r.nit >= 4:
+            raise KeyboardInterrupt
+    got = jt.minimize(rosen, x0, callback=interrupt, callback_every=2)
+    assert got.status == 5 and "interrupted" in got.message and got.nit == 4
+    assert got.fun == pytest.approx(float(rosen(jt.constant(got.x))))
+
+
+def test_progress_says_where_it_is(capsys):
+    jt.minimize(rosen, np.linspace(-1.2, 1.0, 10), progress=True, callback_every=20)
+    err = capsys.readouterr().err
+    assert "jt.minimize" in err and "fun" in err
+
+
+def test_minimize_errors():
+    with pytest.raises(ValueError, match="unknown method 'newton'"):
+        jt.minimize(rosen, np.zeros(3), method="newton")
+    with pytest.raises(TypeError, match="belong to the optimizer"):
+        jt.minimize(rosen, np.zeros(3), method=jt.optim.Adam(), learning_rate=0.1)
+    with pytest.raises(TypeError, match="minimize\\(method='adam'\\)"):
+        jt.minimize(rosen, np.zeros(3), method="adam", momentum=0.9)
