@@ -75,8 +75,8 @@ def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: 
     """
     opt = _optimizer(method, learning_rate, options)
     steps = int(steps)
-    if steps < 0:
-        raise ValueError(at_user_line(f"minimize: steps must be >= 0, got {steps}"))
+    if steps < 1:
+        raise ValueError(at_user_line(f"minimize: steps must be >= 1, got {steps}"))
     if not callable(fun):
         raise TypeError(at_user_line(f"minimize: expected a function, got {type(fun).__name__}"))
     if callback_every is not None and int(callback_every) < 1:
@@ -152,37 +152,54 @@ def _chunk(fun, opt):
                 v = fun(p, *args)
             return v, tape.gradient(v, p, unconnected_gradients=UnconnectedGradients.ZERO)
 
+        if lbfgs:
+            return _lbfgs_loop(opt, x, state, budget, tol, value_and_grad)
         v0, g0 = value_and_grad(x)
-        nfev0 = jnp.zeros((), np.int64) + 1
 
         def cond(c):
-            _, _, v, g, k, stalled, _ = c
-            return ((k < budget) & (_max_abs(g) > tol) & jnp.isfinite(v) & (stalled == 0))
+            _, _, v, g, k, _ = c
+            return (k < budget) & (_max_abs(g) > tol) & jnp.isfinite(v)
 
         def body(c):
-            x, s, v, g, k, _, nfev = c
-            if lbfgs:
-                before = s.slots["evaluations"]
-                x2, s2 = opt.update(x, g, s, value_and_grad=value_and_grad)
-                v2 = jnp.reshape(s2.slots["value"], ())
-                g2 = _unflat_like(s2.slots["grad"], x2)
-                # no lower point found: the line search cannot make progress from here
-                stalled = jnp.where(v2 >= v, 1, 0)
-                used = s2.slots["evaluations"] - before
-            else:
-                x2, s2 = opt.update(x, g, s)
-                v2, g2 = value_and_grad(x2)
-                stalled = jnp.zeros((), np.int64)
-                used = jnp.zeros((), np.int64) + 1
-            v2 = _cast(v2, v.dtype)
-            return (x2, s2, v2, g2, k + 1, _cast(stalled, np.int64), nfev + used)
+            x, s, v, g, k, nfev = c
+            x2, s2 = opt.update(x, g, s)
+            v2, g2 = value_and_grad(x2)
+            return (x2, s2, _cast(v2, v.dtype), g2, k + 1, nfev + 1)
 
         init = (x, state, _cast(v0, _dtype(x)), g0, jnp.zeros((), np.int64),
-                jnp.zeros((), np.int64), nfev0)
-        x, state, v, g, k, stalled, nfev = while_loop(cond, body, init)
-        return x, state, v, g, k, stalled, nfev
+                jnp.zeros((), np.int64) + 1)
+        x, state, v, g, k, nfev = while_loop(cond, body, init)
+        return x, state, v, g, k, jnp.zeros((), np.int64), nfev
     chunk.__name__ = f"minimize_{getattr(fun, '__name__', 'function')}"
     return chunk
+
+
+def _lbfgs_loop(opt, x, state, budget, tol, value_and_grad):
+    """L-BFGS's chunk: its state holds the value and gradient at its point (the first
+    update computes them), so the loss is traced twice (that evaluation and the line
+    search's), not three times."""
+    from . import numpy as jnp
+    before = state.slots["evaluations"]
+
+    def cond(c):
+        _, s, k, stalled = c
+        going = ((_max_abs(s.slots["grad"]) > tol) & jnp.isfinite(s.slots["value"])
+                 & (stalled == 0))
+        return (k < budget) & ((k == 0) | going)
+
+    def body(c):
+        x, s, k, _ = c
+        x2, s2 = opt.update(x, None, s, value_and_grad=value_and_grad)
+        # no lower point found: the line search cannot make progress from here (a
+        # NaN before the first update compares False)
+        stalled = _cast(s2.slots["value"] >= s.slots["value"], np.int64)
+        return x2, s2, k + 1, stalled
+
+    x, state, k, stalled = while_loop(cond, body, (x, state, jnp.zeros((), np.int64),
+                                                   jnp.zeros((), np.int64)))
+    return (x, state, jnp.reshape(state.slots["value"], ()),
+            _unflat_like(state.slots["grad"], x), k, stalled,
+            state.slots["evaluations"] - before)
 
 
 def _dtype(x):
@@ -206,22 +223,25 @@ def _python_step(opt, value_and_grad, args):
         return np.asarray(v, np.float64)[()], tree.map(np.asarray, g)
 
     def chunk(x, state, budget, tol, *_):
+        if _is_lbfgs(opt):             # (as the native chunk: the state's own evaluations)
+            before = int(state.slots["evaluations"])
+            k, stalled, v, g = 0, 0, float("nan"), None
+            while k < budget and (k == 0 or _np_max_abs(g) > tol and np.isfinite(v)
+                                  and not stalled):
+                v_before = float(np.asarray(state.slots["value"]))
+                x, state = opt.update(x, None, state, value_and_grad=evaluate)
+                x = _as_numpy(x)
+                v = float(np.asarray(state.slots["value"]))
+                g = _np_unflat_like(np.asarray(state.slots["grad"]), x)
+                stalled, k = int(v >= v_before), k + 1
+            return x, state, v, g, k, stalled, int(state.slots["evaluations"]) - before
         v, g = evaluate(x)
-        nfev, k, stalled = 1, 0, 0
-        while k < budget and _np_max_abs(g) > tol and np.isfinite(v) and not stalled:
-            if _is_lbfgs(opt):
-                before = int(state.slots["evaluations"])
-                x2, state = opt.update(x, g, state, value_and_grad=evaluate)
-                v2 = float(np.asarray(state.slots["value"]))
-                g2 = _np_unflat_like(np.asarray(state.slots["grad"]), x2)
-                stalled = int(v2 >= v)
-                nfev += int(state.slots["evaluations"]) - before
-            else:
-                x2, state = opt.update(x, g, state)
-                v2, g2 = evaluate(x2)
-                nfev += 1
-            x, v, g, k = _as_numpy(x2), v2, g2, k + 1
-        return x, state, v, g, k, stalled, nfev
+        nfev, k = 1, 0
+        while k < budget and _np_max_abs(g) > tol and np.isfinite(v):
+            x2, state = opt.update(x, g, state)
+            v, g = evaluate(x2)
+            x, k, nfev = _as_numpy(x2), k + 1, nfev + 1
+        return x, state, v, g, k, 0, nfev
     return chunk
 
 
