@@ -225,9 +225,11 @@ def _slot(trace, shape, dtype, k):
                                                    "dtype": np.dtype(dtype), "slot": k}), trace)
 
 
-def _cut(trace, start, local):
+def _cut(trace, start, local, everything=False):
     """Take the nodes recorded since ``start`` that depend on a value whose id is in
-    ``local`` out of the trace; the others stay (they run once, before the loop).
+    ``local`` out of the trace; the others stay (they run once, before the loop). With
+    ``everything``, all of them go (a branch's: what only one branch computes must not
+    run when another is taken: its index checks, its cost).
     Returns the taken nodes and the ids of the values outside them that they read."""
     added = trace.nodes[start:]
     inside = set(local)
@@ -236,7 +238,7 @@ def _cut(trace, start, local):
         if node.prim is LOOP_VALUE:
             continue
         ins = node.var_inputs()
-        if any(v.id in inside for v in ins):
+        if everything or any(v.id in inside for v in ins):
             inside.add(node.out.id)
             body.append(node)
             reads.update(v.id for v in ins)
@@ -381,7 +383,9 @@ def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, we
     x = tree.unflatten(x_def, x_slots) if stacked else None
     out = f(carry, x)
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise TypeError(at_user_line("scan: the body must return a pair (carry, y)"))
+        got = (f"a tuple of {len(out)}" if isinstance(out, tuple) else
+               f"{out.dtype}{list(out.shape)}" if isinstance(out, Tracer) else type(out).__name__)
+        raise TypeError(at_user_line(f"scan: the body must return a pair (carry, y), got {got}"))
     new, y = out
     check_carry(init, new)
     if any(trace.variables.get(key) is not None and
@@ -638,7 +642,9 @@ def traced_while(trace, cond_fun, body_fun, init, check_carry):
         trace, step, init, [], None, check_carry)
     pred = y_leaves[0] if len(y_leaves) == 1 else None
     if pred is None or any(int(d) != 1 for d in pred._var.shape):
-        raise TypeError(at_user_line("while_loop: cond_fun must return a scalar"))
+        got = (f"{len(y_leaves)} values" if pred is None else
+               f"shape {tuple(int(d) for d in pred._var.shape)}")
+        raise TypeError(at_user_line(f"while_loop: cond_fun must return a scalar, got {got}"))
     if pred.dtype != np.bool_:
         pred = ops.not_equal(pred, 0)
     if pred._var.ndim:
@@ -801,12 +807,14 @@ def traced_switch(trace, index, branches, operands, what):
         if first is None:
             first, outs_def = types, out_def
         elif out_def != outs_def or types != first:
+            this, other = (("false_fun", "true_fun")[k], "false_fun") if what == "cond" else (
+                f"branch {k}", "branch 0")            # (cond's branches: false_fun, true_fun)
             raise TypeError(at_user_line(
-                f"{what}: branch {k} returns {tree.structure(result)!r} of "
-                f"{[f'{d.name}{list(s)}' for d, s in types]}, branch 0 "
+                f"{what}: {this} returns {tree.structure(result)!r} of "
+                f"{[f'{d.name}{list(s)}' for d, s in types]}, {other} "
                 f"{[f'{d.name}{list(s)}' for d, s in first]}; the branches must return "
                 "values of one structure, shapes and dtypes"))
-        body, _ = _cut(trace, start, {t._var.id for t in slots})
+        body, _ = _cut(trace, start, {t._var.id for t in slots}, everything=True)
         graphs.append(([t._var for t in slots], body, [v._var for v in out_leaves]))
     return tree.unflatten(outs_def, [Tracer._of(v, trace) for v in
                                      _switch(trace, index._var, [v._var for v in values], graphs)])
@@ -857,7 +865,7 @@ def switch_vjp(trace, node, cts, relevant=None):
                                        if _floating(results[j])], wrt, nodes)
         found = [(ct if ct is not None else ops.zeros_like(outer(node.inputs[1 + k])))._var
                  for k, ct in zip(targets, grads)]
-        body, _ = _cut(trace, start, {v.id for v in slots + g})
+        body, _ = _cut(trace, start, {v.id for v in slots + g}, everything=True)
         graphs.append((slots + g, body, found))
     values = list(operands) + [c._var for _, c in seeds]
     outs = _switch(trace, node.inputs[0], values, graphs)

@@ -79,3 +79,17 @@ def test_a_jacobian_the_result_does_not_use_blocks_nothing():
 
     g, _ = h(x)
     np.testing.assert_allclose(g, 2 * (1 - np.tanh(x) ** 2), rtol=1e-12)
+
+
+def test_a_branch_not_taken_does_not_run():
+    # a branch's work that read only outer values was computed before the branch, so
+    # an index the other branch guards raised (and a costly branch always ran)
+    @jt.function
+    def pick(x, i):
+        return jt.cond(i < 3, lambda: x[i], lambda: x[0] * 0.0)
+
+    x = np.arange(3.0)
+    assert pick(x, np.int64(1)) == 1.0 and pick(x, np.int64(5)) == 0.0
+    g = jt.grad(lambda x, i: jt.cond(i < 3, lambda: x[i] ** 2, lambda: jt.numpy.sum(x)))
+    np.testing.assert_array_equal(g(x, np.int64(2)), [0.0, 0.0, 4.0])
+    np.testing.assert_array_equal(g(x, np.int64(7)), [1.0, 1.0, 1.0])

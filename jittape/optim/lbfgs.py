@@ -305,7 +305,10 @@ class LBFGS(Optimizer):
 
         x = ravel(leaves, dtype)
         same = jnp.sum(jnp.where(x == slots["x"], 0, 1)) == 0
-        f0, g0 = cond(same, lambda: (slots["value"], slots["grad"]), lambda: evaluate(x))
+        # x an operand of the branches: a branch's work that reads only outer values
+        # is computed before the branch (as a loop body's is), so the evaluation would
+        # run whichever branch is taken
+        f0, g0 = cond(same, lambda v: (slots["value"], slots["grad"]), evaluate, x)
         evaluations = slots["evaluations"] + jnp.where(same, 0, 1)
         if grads is not None:
             g0 = flat_grads(grads, "grads")
