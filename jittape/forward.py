@@ -14,6 +14,7 @@ tape records (reverse-over-forward). While it computes a tangent it does not rec
 own ops (an accumulator outside it does: higher-order forward mode).
 """
 
+import weakref
 from typing import Any, Dict
 
 from . import ops, tree
@@ -46,6 +47,7 @@ class ForwardAccumulator:
                 f"{p_def}, tangents {t_def}"))
         self._by_id: Dict[int, Any] = {}     # tensor or variable id -> tangent
         self._by_var: Dict[Any, Any] = {}    # Var of a traced value -> tangent
+        self._refs: Dict[int, Any] = {}      # id -> weak reference to the computed value
         self._trace = current_trace()
         self._recording = False
         self._busy = False
@@ -134,7 +136,13 @@ class ForwardAccumulator:
         finally:
             self._busy = False
         if t is not None:
-            self._by_id[result._id] = t
+            by_id, key = self._by_id, result._id
+            by_id[key] = t
+            # the tangent lives as long as its value (TensorFlow's accumulator holds
+            # them weakly too): a long eager loop does not keep every step's tangent
+            self._refs[key] = weakref.ref(result, lambda _, key=key, by_id=by_id,
+                                          refs=self._refs: (by_id.pop(key, None),
+                                                            refs.pop(key, None)))
 
     def _record_traced(self, prim, args, inputs, out, trace):
         """An op applied in a traced function (``ops.core.record_traced``)."""
