@@ -108,3 +108,29 @@ def traced(trace, ct):
 def _accumulate(grads, key, ct):
     prev = grads.get(key)
     grads[key] = ct if prev is None else ops.add(prev, ct)
+
+
+def forward(trace, nodes, tangents):
+    """The forward sweep: the tangents of ``nodes``' values (a dict Var id -> Tracer,
+    updated and returned) from ``tangents``, the seeds, by each primitive's JVP rules
+    on tracers (``jvp.output_tangent``: the rules the forward accumulator runs). A loop
+    region has none: a tangent reaching one raises."""
+    from .jvp import output_tangent
+    try:
+        for node in nodes:
+            inputs = node.inputs
+            ts = [tangents.get(v.id) if isinstance(v, Var) else None for v in inputs]
+            if not any(t is not None for t in ts):
+                continue
+            prim = node.prim
+            if prim.kind == "loop":
+                raise UnsupportedError(at_user_line(
+                    f"forward mode over the graph: {prim.name} (a loop) has no JVP rule"))
+            trace.where = GradWhere(node.where, prim.name)
+            args = [Tracer._of(v, trace) if isinstance(v, Var) else v for v in inputs]
+            t = output_tangent(prim, ts, Tracer._of(node.out, trace), args, node.params)
+            if t is not None:
+                tangents[node.out.id] = traced(trace, t)
+    finally:
+        trace.where = None
+    return tangents

@@ -110,16 +110,62 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
     computed once before it.
     """
     nodes = list(trace.nodes if nodes is None else nodes)
-    count = 1
-    for d in target._var.shape:
-        count = count * d
+    count = _size(target)
     start = len(trace.nodes)
     k = trace.bind(LOOP_INDEX, [], {"count": count})
     seed = trace.bind(ONEHOT, [k, target], {})
     cts = backward(trace, [(target._var, seed)], [w._var for w in wrt], nodes)
     cts = [ct if ct is None or ct.dtype == w.dtype else ops.cast(ct, w.dtype)
            for ct, w in zip(cts, wrt)]
-    # the nodes the sweep added: those depending on the index are the loop's body
+    stacked = _index_loop(trace, start, k, count, cts)
+    rows = []
+    for ct, w in zip(cts, wrt):
+        if ct is None and keep_none:
+            rows.append(None)
+        else:
+            rows.append(_stacked_or_repeated(stacked, ct, w, count))
+    return rows
+
+
+def jacobian_columns(trace, target, w, nodes=None):
+    """d target / d w by forward mode, one column per element of ``w``: a Tracer of shape
+    ``(w.size,) + target.shape``. The forward sweep (``autodiff.forward``: the
+    primitives' JVP rules) seeded with the k-th unit vector, in a loop over k: cheaper
+    than rows when ``target`` has more elements than ``w``."""
+    from .autodiff import forward
+    nodes = list(trace.nodes if nodes is None else nodes)
+    count = _size(w)
+    start = len(trace.nodes)
+    k = trace.bind(LOOP_INDEX, [], {"count": count})
+    seed = trace.bind(ONEHOT, [k, w], {})
+    found = forward(trace, nodes, {w._var.id: seed})
+    t = found.get(target._var.id)
+    if t is not None and t.dtype != target.dtype:
+        t = ops.cast(t, target.dtype)
+    stacked = _index_loop(trace, start, k, count, [t])
+    return _stacked_or_repeated(stacked, t, target, count)
+
+
+def _size(x):
+    count = 1
+    for d in x._var.shape:
+        count = count * d
+    return count
+
+
+def _stacked_or_repeated(stacked, value, like, count):
+    if value is None or value._var.id not in stacked:
+        # nothing depends on the index (all zero, or all the same): no loop to stack
+        # them in; the block is the value repeated
+        row = ops.zeros_like(like) if value is None else value
+        return ops.broadcast_to(ops.expand_dims(row, 0), (count,) + tuple(like._var.shape))
+    return stacked[value._var.id]
+
+
+def _index_loop(trace, start, k, count, results):
+    """The nodes recorded since ``start`` that depend on the index ``k`` become one loop
+    over k (the others stay, computed once before it); ``{id: stacked Tracer}`` of each
+    of ``results`` (Tracers or None) computed in it, ``(count,) + shape``."""
     added = trace.nodes[start:]
     in_loop = {k._var.id}
     body, outside = [], []
@@ -133,38 +179,26 @@ def jacobian_rows(trace, target, wrt, nodes=None, keep_none=False):
             outside.append(n)
     del trace.nodes[start:]
     trace.nodes.extend(outside)
-    looped = [ct for ct in cts if ct is not None and ct._var.id in in_loop]
+    looped = [r for r in results if r is not None and r._var.id in in_loop]
     made = {n.out.id for n in body}
     captured, seen = [], set()
-    for v in [v for n in body for v in n.var_inputs()] + [ct._var for ct in looped]:
+    for v in [v for n in body for v in n.var_inputs()] + [r._var for r in looped]:
         if v.id not in made and v.id != k._var.id and v.id not in seen:
             seen.add(v.id)
             captured.append(v)
     stacked = {}
     if looped:
-        graph = ir.Graph([k._var] + captured, [], body, [ct._var for ct in looped],
+        graph = ir.Graph([k._var] + captured, [], body, [r._var for r in looped],
                          name="jacobian_row", checks=trace.checks)
         region = trace._node(JACOBIAN_LOOP, captured, {"count": count, "body": graph},
                              Aval((), "bool"))
         _record(trace, JACOBIAN_LOOP, captured, region)
-        for j, ct in enumerate(looped):
+        for j, r in enumerate(looped):
             out = trace._node(LOOP_OUTPUT, [region], {"index": j},
-                              Aval((count,) + tuple(ct._var.shape), ct.dtype))
+                              Aval((count,) + tuple(r._var.shape), r.dtype))
             _record(trace, LOOP_OUTPUT, [region], out)
-            stacked[ct._var.id] = Tracer._of(out, trace)
-    rows = []
-    for ct, w in zip(cts, wrt):
-        if ct is None and keep_none:
-            rows.append(None)
-        elif ct is None or ct._var.id not in stacked:
-            # no row depends on the index (all zero, or all the same): no loop to stack
-            # them in; the block is the row repeated
-            row = ops.zeros_like(w) if ct is None else ct
-            rows.append(ops.broadcast_to(ops.expand_dims(row, 0),
-                                         (count,) + tuple(w._var.shape)))
-        else:
-            rows.append(stacked[ct._var.id])
-    return rows
+            stacked[r._var.id] = Tracer._of(out, trace)
+    return stacked
 
 
 # ---------------------------------------------------------------------------
@@ -243,7 +277,9 @@ def scan(f: Callable[[Any, Any], Tuple[Any, Any]], init: Any, xs: Any = None,
     ``sqrt(length)`` for the least). Eagerly the tape keeps every step's values."""
     x_leaves, x_def = tree.flatten(xs)
     if any(not np.ndim(x) for x in x_leaves):
-        raise ValueError(at_user_line("scan: every leaf of xs needs a leading axis to scan over"))
+        shapes = ", ".join(str(np.shape(x)) for x in x_leaves)
+        raise ValueError(at_user_line(
+            f"scan: every leaf of xs needs a leading axis to scan over (shapes {shapes})"))
     lengths = {int(np.shape(x)[0]) for x in x_leaves}
     if length is not None:
         lengths.add(int(length))
@@ -274,7 +310,9 @@ def scan(f: Callable[[Any, Any], Tuple[Any, Any]], init: Any, xs: Any = None,
             return regions.traced_scan(trace, f, init, xs, n, reverse, check, recompute=True)
         if checkpoint:
             if unroll > 1:
-                raise ValueError(at_user_line("scan: give unroll or checkpoint, not both"))
+                raise ValueError(at_user_line(
+                    f"scan: give unroll or checkpoint, not both (unroll={unroll}, "
+                    f"checkpoint={checkpoint})"))
 
             def block(carry, leaves, indices):   # a loop of its own, stored per step
                 part = tree.unflatten(x_def, leaves) if x_leaves else None

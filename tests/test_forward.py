@@ -379,3 +379,27 @@ def test_tangents_live_as_long_as_their_values():
     for _ in range(50):
         want, z = want * np.cos(z), np.sin(z)
     np.testing.assert_allclose(acc.jvp(y).numpy(), want, rtol=1e-12)
+
+
+def test_jacobian_takes_forward_mode_when_the_value_has_more_axes():
+    def outer(x):                                  # R^n -> R^(n x n): n columns, n^2 rows
+        return jnp.sin(x)[:, None] * x[None, :]
+
+    J = jt.jacobian(outer)
+    for n in (3, 6):
+        x = np.linspace(0.1, 1.0, n)
+        want = np.stack([_fd(outer, x, e) for e in np.eye(n)], axis=-1)
+        np.testing.assert_allclose(J(x), want, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(J(x), jt.jacrev(outer)(x), rtol=1e-12)
+    assert J.cache_info().traces == 1                 # sizes are not read
+    graph = J.lower(np.ones(4)).graph
+    assert "jacobian_loop(" in str(graph)             # a loop over the input's elements
+
+    def pair(a, b):
+        return jnp.tanh(a[:, None] * b[None, :] + a[:, None])
+
+    a, b = np.array([0.1, 0.2]), np.array([0.3, 0.4, 0.5])
+    ja, jb = jt.jacobian(pair, argnums=(0, 1))(a, b)   # rank 2 = 1 + 1: by rows
+    fa, fb = jt.jacfwd(pair, argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ja, fa, rtol=1e-12)
+    np.testing.assert_allclose(jb, fb, rtol=1e-12)

@@ -349,12 +349,31 @@ def _function_outputs(trace, result, name, target):
 
 
 def _jacobian_outputs(compiled, trace, value, diff_inputs, aux):
-    """Outputs d value / d x_j, each of shape value.shape + x_j.shape."""
+    """Outputs d value / d x_j, each of shape value.shape + x_j.shape: by reverse mode
+    (a loop over the value's elements), or by forward mode (a loop over each input's
+    elements) when the value has more axes than the inputs together (the shape says the
+    value is the larger; its sizes are not read, so one variant serves every size) and
+    the graph has no loop (a region has no JVP rule over the graph)."""
     wrt = [t for _, t in diff_inputs]
-    rows = control.jacobian_rows(trace, value, wrt)
-    jacs = [ops.reshape(r, tuple(value._var.shape) + tuple(t._var.shape))
-            for r, t in zip(rows, wrt)]
+    out_shape = tuple(value._var.shape)
+    if _forward_is_cheaper(trace, value, wrt):
+        jacs = []
+        nodes = list(trace.nodes)        # (the function's: not the loops made here)
+        for t in wrt:
+            cols = control.jacobian_columns(trace, value, t, nodes)   # (t.size,) + out
+            n = len(out_shape)
+            moved = ops.transpose(cols, tuple(range(1, n + 1)) + (0,)) if n else cols
+            jacs.append(ops.reshape(moved, out_shape + tuple(t._var.shape)))
+    else:
+        rows = control.jacobian_rows(trace, value, wrt)
+        jacs = [ops.reshape(r, out_shape + tuple(t._var.shape)) for r, t in zip(rows, wrt)]
     return _structured_outputs(compiled, trace, jacs, aux, [len(jacs)])
+
+
+def _forward_is_cheaper(trace, value, wrt):
+    if any(node.prim.kind == "loop" for node in trace.nodes):
+        return False
+    return value._var.ndim > sum(t._var.ndim for t in wrt)
 
 
 def _hessian_outputs(compiled, trace, value, diff_inputs, aux):
