@@ -363,5 +363,5 @@ def kernel(w, x, onehot):
     if any_differ((x_n, w_n, onehot_m, x_m, onehot_k, w_k,)):
         raise SizeMismatch(1)   # sizes that must be equal differ in this call; one of these 3:
     if not x_m <= (x_m * w_k):
-        raise KernelValueError(2)   # max: zero-size array to reduction operation maximum which has no identity (axis (1,)) (at test_printing.py:30)
+        raise KernelValueError(2)   # max: zero-size array to reduction operation maximum which has no identity (axis (1,) is empty in this call) (at test_printing.py:30)
 """

@@ -296,7 +296,8 @@ class Primitive(OpRecord):
             return shape_err
         except Exception:  # the rule itself could not judge; report NumPy's words
             pass
-        shapes = ", ".join(str(a.shape) if isinstance(a, Aval) else repr(a) for a in avals)
+        shapes = ", ".join(f"{a.dtype} {a.shape}" if isinstance(a, Aval) else repr(a)
+                           for a in avals)
         kind = ShapeError if isinstance(err, ValueError) else type(err)
         return kind(at_user_line(f"{self.name}: {err} (operands: {shapes})"))
 
@@ -381,11 +382,13 @@ def record_traced(prim, args, inputs, out, trace):
                     alias = a
         if hit and differentiable:
             if alias is not None:
+                array = np.asarray(alias._value if isinstance(alias, Tensor) else alias)
                 raise UnsupportedError(at_user_line(
-                    f"GradientTape: {prim.name} reads a NumPy array that a tensor the tape "
-                    "watches holds too (jt.constant does not copy); in a compiled function "
-                    "the two are one value and their gradients would mix: use a copy "
-                    "(np.array(...)) for one of them"))
+                    f"GradientTape: {prim.name} reads a NumPy array ({array.dtype}"
+                    f"{list(array.shape)}) that a tensor the tape watches holds too "
+                    "(jt.constant does not copy); in a compiled function the two are one "
+                    "value and their gradients would mix: use a copy (np.array(...)) for one "
+                    "of them"))
             tape._entries.append(out.node)
             watched.add(out)
 

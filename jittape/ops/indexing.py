@@ -69,7 +69,9 @@ def concatenate(xs, axis=0):
         raise ValueError(at_user_line("concatenate: needs at least one tensor"))
     ndim = _ndim(xs[0])
     if ndim == 0:
-        raise ShapeError(at_user_line("concatenate: zero-dimensional tensors cannot be concatenated"))
+        raise ShapeError(at_user_line(
+            "concatenate: zero-dimensional tensors cannot be concatenated (shapes "
+            f"{', '.join(str(_shape(x)) for x in xs)})"))
     (axis,) = normalize_axes("concatenate", axis, ndim)
     if len(xs) == 1:
         return xs[0] if isinstance(xs[0], Tensor) else _ew.identity(xs[0])
@@ -158,7 +160,8 @@ def parse_index(index):
             spec.append(("slice",) + tuple(None if v is None else _as_size(v)
                                            for v in (item.start, item.stop, item.step)))
         elif isinstance(item, (bool, np.bool_)):
-            raise UnsupportedError(at_user_line("getitem: a bare boolean index is not supported"))
+            raise UnsupportedError(at_user_line(
+                f"getitem: a bare boolean index ({item}) is not supported"))
         elif isinstance(item, (int, np.integer)):
             spec.append(("int", int(item)))
         elif (isinstance(item, Tensor) and item._value is not None and item.ndim == 0

@@ -75,7 +75,8 @@ def dot(a, b):
         return _ew.multiply(a, b)
     if nb > 2:
         raise UnsupportedError(at_user_line(
-            "dot: a second operand with more than two axes is not supported; use matmul or einsum"))
+            f"dot: a second operand with more than two axes is not supported (shapes "
+            f"{_sh._shape(a)} and {_sh._shape(b)}); use matmul or einsum"))
     return matmul(a, b)
 
 
@@ -119,7 +120,9 @@ def _einsum_abstract(*operands, spec):
     for s, op in zip(ins, operands):
         shape = shape_of(op)
         if len(shape) != len(s):
-            raise ShapeError(at_user_line(f"einsum: operand {s!r} of {spec!r} has shape {shape}"))
+            raise ShapeError(at_user_line(
+                f"einsum: operand {s!r} of {spec!r} has {len(s)} indices but shape {shape} "
+                f"(rank {len(shape)})"))
         for c, d in zip(s, shape):
             same_size("einsum", sizes.setdefault(c, d), d, f"the sizes of index {c!r} differ")
             if sizes[c] != d:

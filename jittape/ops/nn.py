@@ -52,7 +52,7 @@ def _check_labels_impl(labels, depth, op):
     labels = np.asarray(labels)
     bad = (labels < 0) | (labels >= depth)
     if bad.any():
-        raise IndexError(_label_message(op, labels[bad].flat[0], depth))
+        raise IndexError(at_user_line(_label_message(op, labels[bad].flat[0], depth)))
     return labels
 
 

@@ -316,7 +316,8 @@ def _as_shape(op, shape):
     of non-negative ints."""
     if hasattr(shape, "numpy") and callable(shape.numpy):
         shape = shape.numpy()
-    message = f"{op}: shape must be an int or a sequence of non-negative ints, got {shape!r}"
+    shown = " ".join(repr(shape).split())        # an array's repr on one line
+    message = f"{op}: shape must be an int or a sequence of non-negative ints, got {shown}"
     if isinstance(shape, np.ndarray):
         if shape.ndim > 1 or (shape.size and not np.issubdtype(shape.dtype, np.integer)):
             raise ValueError(at_user_line(message))

@@ -49,15 +49,16 @@ def _require_nonempty(name, shape, axis):
     reduced = math.prod([shape[a] for a in axis])
     kept = math.prod([d for a, d in enumerate(shape) if a not in axis])
     message = (f"{name}: zero-size array to reduction operation {_NO_IDENTITY[name]} which "
-               f"has no identity (shape {tuple(int(d) for d in shape)}, axis {axis})")
+               "has no identity")
     if int(reduced) == 0 and int(kept) != 0:
-        raise ShapeError(at_user_line(message))
+        raise ShapeError(at_user_line(
+            f"{message} (shape {tuple(int(d) for d in shape)}, axis {axis})"))
     if not any(isinstance(shape[a], ir.Dim) for a in axis):
         return                               # a reduced size that cannot change
     if not isinstance(kept, ir.Dim):
         kept = 1                             # (a constant number of results, not 0)
     ir.require_bound("<=", kept, kept * reduced, "ValueError",
-                     message.replace(f"shape {tuple(int(d) for d in shape)}, ", ""))
+                     f"{message} (axis {axis} is empty in this call)")
 
 
 def _keepdims_shape(x, axis):

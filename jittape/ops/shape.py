@@ -107,11 +107,16 @@ _transpose = Primitive("transpose", lambda x, axes: np.transpose(x, axes),
 def transpose(x, axes=None):
     """Permute axes (reverse them when ``axes`` is None)."""
     ndim = _ndim(x)
+    given = axes
+    if axes is not None and any(not -ndim <= int(a) < ndim for a in axes):
+        raise ShapeError(at_user_line(             # (NumPy's AxisError: not wrapped around)
+            f"transpose: axes {tuple(given)} are out of range for a tensor of shape "
+            f"{_shape(x)} (rank {ndim})"))
     axes = tuple(range(ndim))[::-1] if axes is None else tuple(int(a) % max(ndim, 1) for a in axes)
     if len(axes) != ndim or sorted(axes) != list(range(ndim)):
         raise ShapeError(at_user_line(
-            f"transpose: axes {axes} are not a permutation of the axes of a tensor of shape "
-            f"{_shape(x)}"))
+            f"transpose: axes {tuple(given)} are not a permutation of the axes of a tensor of "
+            f"shape {_shape(x)}"))
     if axes == tuple(range(ndim)):
         return x
     return _transpose.bind(x, axes=axes)
