@@ -15,13 +15,12 @@ import contextlib
 import enum
 import functools
 import logging
-import warnings
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 from . import autodiff, control, ops, tree
-from .errors import NumericsError, at_user_line, numpy_errors
+from .errors import NumericsError, at_user_line, numpy_errors, user_frame, warn_at_user
 from .ops.core import Aval
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
@@ -153,9 +152,11 @@ class GradientTape:
                     f"GradientTape.watch: can only watch jittape Tensors and Variables, "
                     f"got {type(t).__name__}"))
             if not _is_float(t):
-                warnings.warn(
+                # TensorFlow's words first (the tutorials print them), then the API
+                warn_at_user(
                     f"The dtype of the watched tensor must be floating (e.g. float32), "
-                    f"got {t.dtype.name}: its gradients will be None", stacklevel=2)
+                    f"got {t.dtype.name}: its gradients will be None (GradientTape.watch)",
+                    UserWarning)
             if isinstance(t, Variable):
                 self._watch_variable(t)
             else:
@@ -183,9 +184,9 @@ class GradientTape:
             if not self._persistent:
                 self._pop()
             else:
-                logger.warning("Calling GradientTape.%s on a persistent tape inside its context "
-                               "records the gradient computation too, which is less efficient",
-                               what)
+                logger.warning(at_user_line(
+                    f"Calling GradientTape.{what} on a persistent tape inside its context "
+                    "records the gradient computation too, which is less efficient"))
         self._used = True
 
     def _end_use(self):
@@ -281,7 +282,12 @@ class GradientTape:
             try:
                 found = input_cotangents(prim, g, out, saved, params, inputs, relevant)
             except NumericsError as err:
-                raise NumericsError(at_user_line(f"{err}, in the gradient of {prim.name}")) from None
+                # the op's message names the same user line: said once, at the end
+                message, where = str(err), f" (at {user_frame()})"
+                if message.endswith(where):
+                    message = message[:-len(where)]
+                raise NumericsError(at_user_line(
+                    f"{message}, in the gradient of {prim.name}")) from None
             for i, ct in found:
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
@@ -368,7 +374,8 @@ class GradientTape:
     def _rows(self, target, sources, shape, batch=False):
         """Stacked gradients of each element of ``target`` (per batch row if ``batch``)."""
         if not isinstance(target, Tensor):
-            raise TypeError(at_user_line("GradientTape.jacobian: the target must be a Tensor"))
+            raise TypeError(at_user_line(f"GradientTape.jacobian: the target must be a Tensor, "
+                                         f"got {type(target).__name__}"))
         if not _is_float(target):
             return [None] * len(sources)
         if self._trace is not None:
@@ -440,7 +447,9 @@ class GradientTape:
         (src,), _ = _sources(source, "batch_jacobian")
         if not isinstance(target, Tensor) or target.ndim < 1 or src.ndim < 1:
             raise ValueError(at_user_line(
-                "GradientTape.batch_jacobian: target and source need a leading batch axis"))
+                "GradientTape.batch_jacobian: target and source need a leading batch axis "
+                f"(target shape {getattr(target, 'shape', type(target).__name__)}, source "
+                f"shape {src.shape})"))
         if target.shape[0] != src.shape[0]:
             raise ValueError(at_user_line(
                 f"GradientTape.batch_jacobian: batch sizes differ: target {target.shape}, "

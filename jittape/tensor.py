@@ -92,7 +92,8 @@ def to_array(value, dtype=None, what="jt.constant"):
         array = np.asarray(value)
         if array.dtype == object:
             raise UnsupportedError(at_user_line(
-                f"cannot convert a value of type {type(value).__name__} to a jittape tensor"))
+                f"{what}: cannot convert a value of type {type(value).__name__} to a jittape "
+                "tensor"))
     # checked before a cast to a real dtype, which would drop the imaginary part
     if array.dtype.kind == "c" or (dtype is not None and dtype.kind == "c"):
         raise complex_error(what, array.dtype if array.dtype.kind == "c" else dtype)

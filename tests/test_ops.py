@@ -413,3 +413,14 @@ def test_compiled_op_matches_eager(name):
         for k, g, want in zip(argnums, out[5:], grads):
             if want is not None:
                 _close(g, want, arrays[k].dtype, f"{name} (no JIT) input {k}")
+
+
+def test_booleans_are_counted_as_numpy_counts_them():
+    # sum and prod kept bool, so a sum was a logical or: sum([True, True, False]) was
+    # True and its mean 1/3, eagerly and compiled
+    b = np.array([True, True, False])
+    assert jt.sum(jt.constant(b)).numpy() == 2 and jt.sum(jt.constant(b)).dtype == np.int64
+    assert float(jt.mean(jt.constant(b))) == pytest.approx(2 / 3)
+    assert jt.prod(jt.constant(np.array([True, True]))).numpy() == 1
+    assert jt.function(lambda a: jt.sum(a > 0))(np.ones(5)) == 5
+    assert jt.function(lambda a: jt.mean(a > 0.5))(np.arange(4.0)) == pytest.approx(0.75)

@@ -159,10 +159,20 @@ def _ndim(x):
     return np.ndim(x) if not hasattr(x, "ndim") else x.ndim
 
 
+def _counted(x):
+    """Booleans as NumPy sums and multiplies them: int64 (kept as bool, a sum was a
+    logical or: the sum of [True, True, False] was True, its mean 1/3)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype
+    return _ew.cast(x, np.int64) if np.dtype(dtype) == np.bool_ else x
+
+
 @numpy_dispatch(np.sum)
 def sum(x, axis=None, keepdims=False):
     """Sum over ``axis`` (an int, a tuple, or None for all axes)."""
-    return _sum.bind(x, axis=normalize_axes("sum", axis, _ndim(x)), keepdims=bool(keepdims))
+    return _sum.bind(_counted(x), axis=normalize_axes("sum", axis, _ndim(x)),
+                     keepdims=bool(keepdims))
 
 
 @numpy_dispatch(np.max, np.amax)
@@ -177,7 +187,8 @@ def min(x, axis=None, keepdims=False):
 
 @numpy_dispatch(np.prod)
 def prod(x, axis=None, keepdims=False):
-    return _prod.bind(x, axis=normalize_axes("prod", axis, _ndim(x)), keepdims=bool(keepdims))
+    return _prod.bind(_counted(x), axis=normalize_axes("prod", axis, _ndim(x)),
+                      keepdims=bool(keepdims))
 
 
 def count(x, axis):
