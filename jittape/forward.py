@@ -20,7 +20,10 @@ from typing import Any, Dict
 from . import ops, tree
 from .errors import at_user_line, numpy_errors
 from .ir import Var
+from . import jvp as jvp_module
 from .jvp import output_tangent
+from .tape import GradientTape
+from .vjp import input_cotangents
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor
 
@@ -216,3 +219,22 @@ def _tangent_value(t, p, k):
         t = ops.cast(t, dtype=p.dtype)
     return t
 
+
+def transposed_vjp(prim, tangents, positions, out, args, params):
+    """``sum_k J_k t_k`` over ``positions``, from the VJP rules: the gradient of
+    ``sum(t_k * vjp_k(g))`` with respect to ``g`` (the rules are linear in ``g``)."""
+    g = ops.zeros_like(out)
+    with GradientTape() as tape:
+        tape.watch(g)
+        keys = [(k, k) for k in positions]
+        found = input_cotangents(prim, g, out, args, params, keys, set(positions))
+        if not found:
+            return None
+        total = None
+        for k, ct in found:
+            term = ops.sum(ops.multiply(ct, tangents[k]))
+            total = term if total is None else ops.add(total, term)
+    return tape.gradient(total, g)
+
+
+jvp_module.TRANSPOSE[0] = transposed_vjp

@@ -64,23 +64,12 @@ def _fit(ops, total, out):
 
 
 def _transposed_vjp(prim, tangents, positions, out, args, params):
-    """``sum_k J_k t_k`` over ``positions``, from the VJP rules: the gradient of
-    ``sum(t_k * vjp_k(g))`` with respect to ``g`` (the rules are linear in ``g``)."""
-    from . import ops
-    from .tape import GradientTape
-    from .vjp import input_cotangents
+    """``sum_k J_k t_k`` over ``positions``, from the VJP rules (``forward.py`` sets
+    ``TRANSPOSE``: the transposition takes a tape, and tapes sit above this module)."""
     if not prim.joint and prim.vjp is None:
         raise UnsupportedError(at_user_line(
             f"forward mode: {prim.name} has neither a JVP nor a VJP rule"))
-    g = ops.zeros_like(out)
-    with GradientTape() as tape:
-        tape.watch(g)
-        keys = [(k, k) for k in positions]
-        found = input_cotangents(prim, g, out, args, params, keys, set(positions))
-        if not found:
-            return None
-        total = None
-        for k, ct in found:
-            term = ops.sum(ops.multiply(ct, tangents[k]))
-            total = term if total is None else ops.add(total, term)
-    return tape.gradient(total, g)
+    return TRANSPOSE[0](prim, tangents, positions, out, args, params)
+
+
+TRANSPOSE = [None]      # the VJP transposed by a tape (``forward.transposed_vjp``)
