@@ -12,6 +12,8 @@ takes it, on NumPy values or on tracers alike (it costs one more backward step, 
 needs the VJP rule to be differentiable, as Hessians need already).
 """
 
+from typing import Any, Callable, List, Optional
+
 from .errors import UnsupportedError, at_user_line
 
 
@@ -69,7 +71,10 @@ def _transposed_vjp(prim, tangents, positions, out, args, params):
     if not prim.joint and prim.vjp is None:
         raise UnsupportedError(at_user_line(
             f"forward mode: {prim.name} has neither a JVP nor a VJP rule"))
-    return TRANSPOSE[0](prim, tangents, positions, out, args, params)
+    transpose = TRANSPOSE[0]
+    assert transpose is not None, "jittape.forward sets it when jittape is imported"
+    return transpose(prim, tangents, positions, out, args, params)
 
 
-TRANSPOSE = [None]      # the VJP transposed by a tape (``forward.transposed_vjp``)
+# the VJP transposed by a tape (``forward.transposed_vjp``)
+TRANSPOSE: List[Optional[Callable[..., Any]]] = [None]
