@@ -46,6 +46,7 @@ _METHODS = {
     "adagrad": (optim.Adagrad, 1e-2),
 }
 
+_BUILT_IN = frozenset(make for make, _ in _METHODS.values())
 _CHUNKS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref.WeakKeyDictionary()
 
 
@@ -79,6 +80,8 @@ def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: 
         raise ValueError(at_user_line(f"minimize: steps must be >= 1, got {steps}"))
     if not callable(fun):
         raise TypeError(at_user_line(f"minimize: expected a function, got {type(fun).__name__}"))
+    if not tol >= 0:
+        raise ValueError(at_user_line(f"minimize: tol must be a number >= 0, got {tol}"))
     if callback_every is not None and int(callback_every) < 1:
         raise ValueError(at_user_line(f"minimize: callback_every must be >= 1, got {callback_every}"))
     leaves, treedef = tree.flatten(x0)
@@ -129,7 +132,9 @@ def _max_abs(g):
 def _native_step(fun, opt):
     """A compiled chunk: ``chunk(x, state, budget, tol, *args) -> (x, state, value, grad,
     iterations, stalled, evaluations)``, kept per (fun, optimizer configuration)."""
-    key = (type(opt), repr(opt))
+    # a built-in optimizer is its configuration (a new one per call shares the kernel);
+    # another is itself (its settings may be its own, beyond what repr shows)
+    key = (type(opt), repr(opt)) if type(opt) in _BUILT_IN else ("instance", id(opt), opt)
     try:
         table = _CHUNKS.setdefault(fun, {})
     except TypeError:
@@ -150,6 +155,7 @@ def _chunk(fun, opt):
             with GradientTape() as tape:
                 tape.watch(p)
                 v = fun(p, *args)
+            _check_loss(fun, v)
             return v, tape.gradient(v, p, unconnected_gradients=UnconnectedGradients.ZERO)
 
         if lbfgs:
@@ -171,6 +177,9 @@ def _chunk(fun, opt):
         x, state, v, g, k, nfev = while_loop(cond, body, init)
         return x, state, v, g, k, jnp.zeros((), np.int64), nfev
     chunk.__name__ = f"minimize_{getattr(fun, '__name__', 'function')}"
+    # what ``fun`` reads from its globals and closure is read at each call (or traces
+    # again when rebound), as for ``jt.value_and_grad(fun)``: not frozen in the loop
+    chunk._jittape_reads = (fun,)
     return chunk
 
 
@@ -202,6 +211,16 @@ def _lbfgs_loop(opt, x, state, budget, tol, value_and_grad):
             state.slots["evaluations"] - before)
 
 
+def _check_loss(fun, v):
+    if not hasattr(v, "shape"):
+        v = np.asarray(v)
+    shape, dtype = tuple(int(d) for d in v.shape), np.dtype(v.dtype)
+    if shape != () or dtype.kind != "f":
+        raise TypeError(at_user_line(
+            f"minimize({getattr(fun, '__name__', 'function')}): the loss must be a "
+            f"floating-point scalar, got {dtype.name}{list(shape)}"))
+
+
 def _dtype(x):
     return np.result_type(*[getattr(a, "dtype", np.float64) for a in tree.leaves(x)])
 
@@ -220,6 +239,7 @@ def _python_step(opt, value_and_grad, args):
     chunk's."""
     def evaluate(p):
         v, g = value_and_grad(p, *args)
+        _check_loss(value_and_grad, v)
         return np.asarray(v, np.float64)[()], tree.map(np.asarray, g)
 
     def chunk(x, state, budget, tol, *_):
@@ -267,7 +287,8 @@ def _np_unflat_like(flat, like):
 
 def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     state = opt.init(x)
-    best = None                     # (value, x, grad) of the lowest point seen
+    last = None                     # (value, x, grad) where the last chunk ended
+    best = None                     # the lowest of those (what Ctrl-C returns)
     nit = nfev = 0
     status, message = 1, "the iteration limit was reached"
     bar = _Progress(steps) if progress else None
@@ -277,30 +298,33 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
         while True:
             budget = min(size, steps - nit)
             start = time.perf_counter()
-            x, state, v, g, k, stalled, used = chunk(x, state, np.int64(budget),
-                                                     np.float64(tol), *args)
+            with _interrupts_as_such():
+                x, state, v, g, k, stalled, used = chunk(x, state, np.int64(budget),
+                                                         np.float64(tol), *args)
             seconds = time.perf_counter() - start
             k, v = int(k), float(v)
             nit += k
             nfev += int(used)
             x = _as_numpy(x)
+            last = (v, x, tree.map(np.asarray, g))
             if best is None or not v >= best[0]:     # (NaN is never best)
-                best = (v, x, tree.map(np.asarray, g))
+                best = last
             if bar is not None:
                 bar.update(nit, v)
             gmax = _np_max_abs(g)
             if gmax <= tol:
                 status, message = 0, "the gradient is below tol"
                 break
-            if not math.isfinite(v):
-                status, message = 3, f"the value became {v}"
+            if not math.isfinite(v) or not math.isfinite(gmax):
+                status, message = 3, (f"the value became {v}" if not math.isfinite(v)
+                                      else "the gradient is not finite")
                 break
             if int(stalled):
                 status, message = 2, "the line search found no lower point (precision loss)"
                 break
             if nit >= steps:
                 break
-            if callback is not None and callback(_result(best, nit, nfev, 1, "running")):
+            if callback is not None and callback(_result(last, nit, nfev, 1, "running")):
                 status, message = 4, "the callback asked to stop"
                 break
             if not callback_every:     # chunks of about CHUNK_SECONDS from here
@@ -308,19 +332,36 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
                 size = max(1, int(CHUNK_SECONDS / per) if per > 0 else steps)
     except KeyboardInterrupt:
         interrupted = True
-        status, message = 5, "interrupted (Ctrl-C): the best point so far"
+        status, message = 5, "interrupted (Ctrl-C): the lowest point a chunk ended at"
     finally:
         if bar is not None:
             bar.close()
     if best is None:
         if interrupted:
             raise KeyboardInterrupt
-        v, g = float("nan"), None
-        best = (v, x, g)
-    result = _result(best, nit, nfev, status, message)
+        last = (float("nan"), x, None)
+    # the last point, with its own status; Ctrl-C gives the lowest one seen
+    result = _result(best if interrupted else last, nit, nfev, status, message)
     if callback is not None and not interrupted:
         callback(result)
     return result
+
+
+class _interrupts_as_such:
+    """Ctrl-C during a native call: Numba turns the KeyboardInterrupt raised while it
+    converts the results into a SystemError; it is the user's interrupt again."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is SystemError:
+            cause = err
+            while cause is not None:
+                if isinstance(cause, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+                cause = cause.__cause__ or cause.__context__
+        return False
 
 
 def _result(best, nit, nfev, status, message):

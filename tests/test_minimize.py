@@ -1,6 +1,7 @@
 """``jt.minimize``: whole optimisation loops in one native call per chunk, the same
 optimum SciPy finds with hand-written gradients, and the Python-driven mode."""
 
+import importlib
 
 import numpy as np
 import pytest
@@ -8,6 +9,8 @@ import scipy.optimize as so
 
 import jittape as jt
 from jittape import numpy as jnp
+
+optimize = importlib.import_module("jittape.optimize")
 
 
 
@@ -108,3 +111,97 @@ def test_minimize_errors():
         jt.minimize(rosen, np.zeros(3), method=jt.optim.Adam(), learning_rate=0.1)
     with pytest.raises(TypeError, match="minimize\\(method='adam'\\)"):
         jt.minimize(rosen, np.zeros(3), method="adam", momentum=0.9)
+
+
+# -- regressions --------------------------------------------------------------------------
+
+TARGET = np.array([1.0, 2.0])
+
+
+def _to_target(x):
+    return jnp.sum((x - TARGET) ** 2)
+
+
+def test_what_the_loss_reads_is_read_at_each_call():
+    # the loop's kernel froze the globals and closure of the loss: rebinding them
+    # returned the old optimum
+    global TARGET
+    first = jt.minimize(_to_target, np.zeros(2), tol=1e-10)
+    np.testing.assert_allclose(first.x, [1.0, 2.0], atol=1e-8)
+    saved = TARGET
+    try:
+        TARGET = np.array([7.0, 8.0])
+        np.testing.assert_allclose(jt.minimize(_to_target, np.zeros(2), tol=1e-10).x,
+                                   [7.0, 8.0], atol=1e-8)
+    finally:
+        TARGET = saved
+    scale = 1.0
+
+    def scaled(x):
+        return scale * jnp.sum((x - 3.0) ** 2)
+    assert jt.minimize(scaled, np.zeros(1), method="adam", learning_rate=0.1,
+                       steps=500, tol=1e-9).x == pytest.approx(3.0, abs=1e-3)
+    scale = 0.0                                      # a flat loss: nothing to do
+    flat = jt.minimize(scaled, np.zeros(1), method="adam", steps=5)
+    assert flat.success and flat.nit == 0 and flat.x == pytest.approx(0.0)
+
+
+def test_a_nan_gradient_ends_the_loop_and_nan_tol_is_refused():
+    def f(x):                                        # finite value, NaN gradient at x0
+        return jnp.sum(jnp.where(x > 0, jnp.sqrt(jnp.abs(x)), 0.0) + (x - 3.0) ** 2) + \
+            0.0 * jnp.sqrt(x[0])
+    got = jt.minimize(f, np.array([-1.0, 2.0]), method="adam", steps=100)
+    assert got.status == 3 and not got.success
+    with pytest.raises(ValueError, match="tol must be a number"):
+        jt.minimize(rosen, np.zeros(2), tol=float("nan"))
+
+
+def test_the_result_is_the_last_point_with_its_own_status():
+    def f(x):
+        return jnp.sum(x ** 4 - 2 * x ** 2 + 0.3 * x)
+    a = jt.minimize(f, np.array([-2.0]), method="sgd", learning_rate=0.01, momentum=0.9,
+                    callback_every=1, steps=2000)
+    b = jt.minimize(f, np.array([-2.0]), method="sgd", learning_rate=0.01, momentum=0.9,
+                    steps=2000)
+    for r in (a, b):
+        assert r.success and np.max(np.abs(r.jac)) <= 1e-6
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-9)
+
+
+def test_loss_errors_and_interrupts():
+    with pytest.raises(TypeError, match=r"the loss must be a floating-point scalar, got float64\[3\]"):
+        jt.minimize(lambda x: x ** 2, np.zeros(3), method="adam")
+    with pytest.raises(TypeError, match="floating-point scalar, got int64"):
+        jt.minimize(lambda x: jnp.sum(x > 0.5), np.zeros(3), method="adam")
+    # Numba turns a Ctrl-C during a native call into a SystemError caused by it
+    with pytest.raises(KeyboardInterrupt):
+        with optimize._interrupts_as_such():
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as cause:
+                raise SystemError("returned a result with an exception set") from cause
+
+
+def test_an_optimizer_instance_is_its_own_kernel():
+    class Clipped(jt.optim.SGD):
+        def __init__(self, learning_rate, clip):
+            super().__init__(learning_rate)
+            self.clip = clip
+
+        def _rule(self, p, g, slots, lr, t):
+            return p - lr * jnp.clip(g, -self.clip, self.clip), {}
+
+    def f(x):
+        return jnp.sum(-10.0 * x)
+    one = jt.minimize(f, np.zeros(1), method=Clipped(1.0, 1.0), steps=1)
+    ten = jt.minimize(f, np.zeros(1), method=Clipped(1.0, 10.0), steps=1)
+    assert one.x == pytest.approx(1.0) and ten.x == pytest.approx(10.0)
+
+
+def test_lbfgs_takes_no_step_into_an_infinite_gradient():
+    def g(x):                                        # gradient [inf, -3.5] at [0, 1]
+        return jnp.sum(jnp.sqrt(x) + (x - 3.0) ** 2)
+    opt = jt.optim.LBFGS()
+    x0 = np.array([0.0, 1.0])
+    x, state = opt.update(x0, None, opt.init(x0), value_and_grad=jt.value_and_grad(g))
+    assert np.all(np.isfinite(x))

@@ -94,3 +94,13 @@ def test_objective_errors():
         jt.scipy.objective(3)
     with pytest.raises(TypeError, match="floating"):
         jt.scipy.objective(rosen, dtype=np.int32)
+
+
+def test_a_pytree_of_float32_or_integer_leaves_gets_scipys_point_whole():
+    # the vector went through the leaves' dtypes: float32 rounded it, int64 truncated it
+    def f(p):
+        return jnp.sum((p["w"] - 0.5) ** 2)
+    for leaf in (np.zeros(2, np.float32), np.zeros(2, np.int64)):
+        value, grad = jt.scipy.objective(f, like={"w": leaf})["fun"](np.array([0.4, 0.6]))
+        assert value == pytest.approx(0.02, rel=1e-12)
+        np.testing.assert_allclose(grad, [-0.2, 0.2], rtol=1e-12)

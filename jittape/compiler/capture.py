@@ -52,7 +52,19 @@ def _captured_values(fn):
     """The values ``fn`` reads from its closure cells and from the globals it names (the
     names of its nested code objects too: lambdas, comprehensions; not those of the
     functions it calls), for the trace (``trace.CapturedValues``); None for a callable
-    that is not a Python function."""
+    that is not a Python function. A function jittape makes around a user's function
+    (``jt.minimize``'s loop) names it in ``_jittape_reads``: what that one reads counts
+    too, as if it were compiled itself."""
+    parts = [p for p in map(_captured_parts, [fn, *getattr(fn, "_jittape_reads", ())])
+             if p is not None]
+    if not parts:
+        return None
+    return CapturedValues([c for p in parts for c in p[0]], set().union(*(p[1] for p in parts)),
+                          set().union(*(p[2] for p in parts)))
+
+
+def _captured_parts(fn):
+    """(captures, code objects, ids of float literals) of ``fn``, or None."""
     while isinstance(fn, Wrapper):
         fn = fn.fn
     fn = getattr(fn, "__func__", fn)              # a bound method: its function
@@ -81,7 +93,7 @@ def _captured_values(fn):
     for name in sorted(names):
         if name in scope and _capturable(scope[name]):
             captures.append(Captured(name, scope, name, scope[name]))
-    return CapturedValues(captures, codes, literals)
+    return captures, codes, literals
 
 
 def _nested_codes(code):

@@ -325,7 +325,8 @@ class LBFGS(Optimizer):
         a, f1, g1, ok, used = wolfe_line_search(
             evaluate, x, d, f0, g0, alpha0, self.c1, self.c2, self.max_linesearch)
 
-        x1 = x + a * d
+        # (no step: the point as it was; 0 * an infinite direction would be NaN)
+        x1 = jnp.where(a == 0, x, x + a * d)
         s = x1 - x
         y = g1 - g0
         sy = jnp.sum(s * y)

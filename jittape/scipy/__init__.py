@@ -78,8 +78,21 @@ def _unraveller(like, dtype):
     """SciPy's 1-D float64 vector as the parameters ``loss`` takes, in ``dtype``."""
     if like is None:
         return lambda x: np.asarray(x, dtype)
-    _, unravel = tree.ravel(like)
+    leaves, treedef = tree.flatten(like)
+    shapes = [np.shape(a) for a in leaves]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
 
     def cast(x):
-        return tree.map(lambda a: np.asarray(a, dtype), unravel(np.asarray(x, np.float64)))
+        # straight into ``dtype``: through the leaves' own dtypes, a float32 leaf would
+        # round SciPy's point and an integer one truncate it
+        x = np.asarray(x, dtype)
+        if x.shape != (sum(sizes),):
+            raise ValueError(at_user_line(
+                f"objective: SciPy's vector has shape {x.shape}; `like` holds {sum(sizes)} "
+                "values"))
+        parts, start = [], 0
+        for shape, size in zip(shapes, sizes):
+            parts.append(x[start:start + size].reshape(shape))
+            start += size
+        return tree.unflatten(treedef, parts)
     return cast
