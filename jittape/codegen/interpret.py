@@ -60,7 +60,9 @@ def _cost(nodes, trips):
         evaluations += trips
         elements += trips * size
         for name in prim.regions:
-            steps = int(node.params.get("length", node.params.get("count", 16)))
+            # a branch runs once (one of them); a loop its length, or 16 steps guessed
+            steps = 1 if getattr(prim, "role", None) == "switch" else int(
+                node.params.get("length", node.params.get("count", 16)))
             e, n = _cost(node.params[name].nodes, trips * steps)
             if e is None:
                 return None, None
