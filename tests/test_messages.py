@@ -87,17 +87,23 @@ CASES = [
 ]
 
 
+def assert_first_line_names(err, call, words, here):
+    """The first line of ``err`` holds ``words`` and names the line of ``call`` in the
+    test file ``here`` (a lambda's own line; some line of a helper function)."""
+    first = str(err).splitlines()[0]
+    for word in words:
+        assert word in first, (word, first)
+    if call.__name__ == "<lambda>":          # the line of the call
+        assert f"(at {here}:{call.__code__.co_firstlineno})" in first, first
+    else:                                    # a line of the helper
+        assert f"(at {here}:" in first, first
+
+
 @pytest.mark.parametrize("name, call, kind, words", CASES, ids=[c[0] for c in CASES])
 def test_a_mistake_names_the_op_the_sizes_and_the_users_line(name, call, kind, words):
     with pytest.raises(kind) as err:
         call()
-    first = str(err.value).splitlines()[0]
-    for word in words:
-        assert word in first, (word, first)
-    if call.__name__ == "<lambda>":          # the line of the call
-        assert f"(at {__file__}:{call.__code__.co_firstlineno})" in first, first
-    else:                                    # a line of the helper
-        assert f"(at {__file__}:" in first, first
+    assert_first_line_names(err.value, call, words, __file__)
 
 
 def test_a_used_tape_says_what_tensorflow_says():

@@ -13,6 +13,8 @@ import pytest
 import jittape as jt
 from jittape import numpy as jnp
 
+from test_messages import assert_first_line_names
+
 # "file.py: a part of the message": why no user's program reaches it
 NOT_USER_MESSAGES = {
     "core.py: primitive {name!r} is declared twice":
@@ -272,13 +274,7 @@ def _raise(name, call, kind):
 
 @pytest.mark.parametrize("name, call, kind, words", CASES, ids=[c[0] for c in CASES])
 def test_a_mistake_names_the_op_the_sizes_and_the_users_line(name, call, kind, words):
-    first = str(_raise(name, call, kind)).splitlines()[0]
-    for word in words:
-        assert word in first, (word, first)
-    if call.__name__ == "<lambda>":          # the line of the call
-        assert f"(at {__file__}:{call.__code__.co_firstlineno})" in first, first
-    else:                                    # a line of a helper
-        assert f"(at {__file__}:" in first, first
+    assert_first_line_names(_raise(name, call, kind), call, words, __file__)
 
 
 # -- every raise site is a row's or named unreachable -------------------------------
