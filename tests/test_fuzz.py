@@ -14,7 +14,10 @@ and one of three uses:
 - ``hessian``: a nested tape's Hessian-vector product = ``jt.hessian``'s generated
   Python = its graph on NumPy = finite differences of the eager gradient;
 - ``function``: a ``jt.function`` step with a tape and ``Variable.assign_sub``, eager =
-  generated Python = the graph on NumPy = a step along the finite-difference gradient.
+  generated Python = the graph on NumPy = a step along the finite-difference gradient;
+- ``jvp``: the eager forward accumulator's tangent = a compiled function with an
+  accumulator inside (its generated Python, its graph on NumPy) = central finite
+  differences along the direction.
 
 One program in ``COMPILE_EVERY`` is also compiled with Numba, and one of those in
 ``CUDA_EVERY`` runs on ``target="cuda"`` (Numba's simulator under the tests) where
@@ -844,7 +847,7 @@ STEPS = {**{name: GENERATORS[spec.kind] for name, spec in OPS.items()}, **STRUCT
 @st.composite
 def programs(draw):
     dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
-    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function"]))
+    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function", "jvp"]))
     if mode == "hessian":
         dtype = np.float64
     b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
@@ -1065,7 +1068,47 @@ def check_function(program, args):
         close(vc.numpy(), eager_new, program.dtype, "function: updated variable, compiled vs eager")
 
 
-CHECKS = {"grad": check_grad, "hessian": check_hessian, "function": check_function}
+def check_jvp(program, args):
+    """Forward mode: the eager accumulator's tangent = the generated Python and the graph
+    on NumPy of a compiled function with an accumulator inside (= Numba when compiled)
+    = central finite differences along the direction (float64 programs)."""
+    k = program.diff[0]
+    u = np.random.default_rng(3).normal(size=args[k].shape).astype(args[k].dtype)
+    tensors = [jt.constant(a) for a in args]
+    with jt.ForwardAccumulator(tensors[k], u) as acc:
+        loss = program.loss(*tensors)
+    t = acc.jvp(loss)
+    want = 0.0 if t is None else float(t)
+    if program.dtype == np.float64:
+        eps = 1e-6
+        plus = [a.copy() for a in args]
+        minus = [a.copy() for a in args]
+        plus[k] = plus[k] + eps * u
+        minus[k] = minus[k] - eps * u
+        fd = (numeric_loss(program, plus) - numeric_loss(program, minus)) / (2 * eps)
+        close_fd(want, fd, "tangent: eager accumulator vs finite differences")
+    f = program.function()
+
+    def with_tangent(*a):
+        with jt.ForwardAccumulator(a[k], u) as acc:
+            y = f(*a)
+        tangent = acc.jvp(y)
+        return y, (jt.zeros_like(y) if tangent is None else tangent)
+
+    compiled = jt.function(with_tangent)
+    lowered = compiled.lower(*args)
+    for run, what in ((lowered.python, "generated Python"), (lowered.numpy, "graph on NumPy")):
+        if run is None:
+            continue
+        out = run(*_scalars(args))             # (the value, the tangent, then guards)
+        close(out[1], want, program.dtype, f"tangent: {what} vs eager accumulator")
+    if program.compiled:
+        _, got = compiled(*args)
+        close(got, want, program.dtype, "tangent: compiled vs eager accumulator")
+
+
+CHECKS = {"grad": check_grad, "hessian": check_hessian, "function": check_function,
+          "jvp": check_jvp}
 
 _fuzz_settings = settings(
     max_examples=GRAPHS, deadline=None, derandomize=SEED is None, database=None,
