@@ -221,20 +221,14 @@ class NumpyErrors:
         if _NUMPY_ERRORS is None:
             return
         before = _NUMPY_ERRORS.get()
-        ours = _OURS.get(before)
-        if ours is None:
-            ours = _OURS[before] = _reporting(before)
+        ours = _OURS.get(before) or reporting_settings(before)
         if ours is not before:
             _NUMPY_ERRORS.set(ours)
             self.before, self.ours = before, ours
 
     def exit(self):
         if self.ours is not None:
-            now = _NUMPY_ERRORS.get()
-            if now is self.ours:
-                _NUMPY_ERRORS.set(self.before)
-            else:             # the user's change inside the block stays, with "warn" back
-                _NUMPY_ERRORS.set(_unreporting(now))
+            numpy_errors_exit(self.before, self.ours)
         self.before = self.ours = None
 
     def __enter__(self):
@@ -244,6 +238,23 @@ class NumpyErrors:
     def __exit__(self, *exc):
         self.exit()
         return False
+
+
+def numpy_errors_exit(before, ours):
+    """The user's settings back, if they are still the block's (``NumpyErrors.exit``)."""
+    now = _NUMPY_ERRORS.get()
+    if now is ours:
+        _NUMPY_ERRORS.set(before)
+    else:                     # the user's change inside the block stays, with "warn" back
+        _NUMPY_ERRORS.set(_unreporting(now))
+
+
+def reporting_settings(settings):
+    """``settings`` with "warn" reported here (``_reporting``), made once per settings."""
+    ours = _OURS.get(settings)
+    if ours is None:
+        ours = _OURS[settings] = _reporting(settings)
+    return ours
 
 
 def _reporting(settings):

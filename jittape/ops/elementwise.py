@@ -16,7 +16,7 @@ import numpy as np
 from scipy import special
 
 from ..errors import UnsupportedError, at_user_line
-from ..tensor import Tensor
+from ..tensor import Tensor, Variable
 from .core import (CHEAP, COSTLY, REGISTRY, Aval, Fixed, Primitive, broadcast_shapes, composite,
                    ex, numpy_dispatch, public, shape_of, ufunc_dtype)
 
@@ -74,7 +74,8 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
     vjp = jvp = None
     if partials is not None:
         jvp = list(partials)
-        vjp = [_summed(rule, k) for k, rule in enumerate(partials)]
+        # (one input: its shape is the output's, nothing to sum back)
+        vjp = list(partials) if ufunc.nin == 1 else [_summed(rule, k) for k, rule in enumerate(partials)]
     prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
                      save=save,
                      kind="elementwise", cost=COSTLY if costly else CHEAP,
@@ -86,10 +87,14 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
     return prim
 
 
+_SHAPED = (Tensor, Variable, np.ndarray)
+
+
 def _summed(rule, k):
     """The VJP rule of a diagonal rule: its result summed back to input ``k``'s shape."""
     def vjp(g, out, *args):
-        return unbroadcast(rule(g, out, *args), shape_of(args[k]))
+        a = args[k]
+        return unbroadcast(rule(g, out, *args), a.shape if a.__class__ in _SHAPED else shape_of(a))
     vjp.__name__ = f"{getattr(rule, '__name__', 'rule')}_vjp{k}"
     return vjp
 
