@@ -217,14 +217,7 @@ class NumpyErrors:
     __slots__ = ("before", "ours")
 
     def enter(self):
-        self.before = self.ours = None
-        if _NUMPY_ERRORS is None:
-            return
-        before = _NUMPY_ERRORS.get()
-        ours = _OURS.get(before) or reporting_settings(before)
-        if ours is not before:
-            _NUMPY_ERRORS.set(ours)
-            self.before, self.ours = before, ours
+        self.before, self.ours = numpy_errors_enter() or (None, None)
 
     def exit(self):
         if self.ours is not None:
@@ -238,6 +231,20 @@ class NumpyErrors:
     def __exit__(self, *exc):
         self.exit()
         return False
+
+
+def numpy_errors_enter():
+    """Put the settings that report "warn" here in place: ``(before, ours)`` for
+    ``numpy_errors_exit``, or None where nothing changed (no "warn" to report, the
+    reporting in place already, a NumPy without the context variable)."""
+    if _NUMPY_ERRORS is None:
+        return None
+    before = _NUMPY_ERRORS.get()
+    ours = _OURS.get(before) or reporting_settings(before)
+    if ours is before:
+        return None
+    _NUMPY_ERRORS.set(ours)
+    return before, ours
 
 
 def numpy_errors_exit(before, ours):

@@ -20,9 +20,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from . import autodiff, control, ops, tree
-from .errors import (NumericsError, at_user_line, numpy_errors_exit, reporting_settings,
+from .errors import (NumericsError, at_user_line, numpy_errors_enter, numpy_errors_exit,
                      user_frame, warn_at_user)
-from .errors import _NUMPY_ERRORS, _OURS as _REPORTING
 from .ops.core import Aval
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
@@ -53,22 +52,16 @@ def _is_float(x):
 
 def _numpy_errors_at_user(method):
     """The tape's gradients with NumPy's floating-point warnings at the user's line
-    (``errors.NumpyErrors``, inlined: this wraps every gradient call)."""
+    (``errors.numpy_errors_enter``)."""
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
-        var = _NUMPY_ERRORS
-        if var is None:
+        errors = numpy_errors_enter()
+        if errors is None:                    # (inside the tape's block: set already)
             return method(*args, **kwargs)
-        before = var.get()
-        ours = _REPORTING.get(before) or reporting_settings(before)
-        if ours is before:                    # (inside the tape's block: set already)
-            return method(*args, **kwargs)
-        var.set(ours)
         try:
             return method(*args, **kwargs)
         finally:
-            if var.get() is ours:
-                var.set(before)
+            numpy_errors_exit(*errors)
     return wrapper
 
 
@@ -103,14 +96,7 @@ class GradientTape:
             raise ValueError(at_user_line("this GradientTape is already recording"))
         self._push()
         # NumPy's floating-point warnings of the recorded ops at the user's lines
-        # (``errors.NumpyErrors``, inlined: a tape is opened at every step)
-        var = _NUMPY_ERRORS
-        if var is not None:
-            before = var.get()
-            ours = _REPORTING.get(before) or reporting_settings(before)
-            if ours is not before:
-                var.set(ours)
-                self._errors = (before, ours)
+        self._errors = numpy_errors_enter()
         return self
 
     def __exit__(self, exc_type, exc, tb):
