@@ -298,6 +298,35 @@ def _unreporting(settings):
         _NUMPY_ERRORS.reset(token)
 
 
+def numpy_warnings_at_user(impl):
+    """``impl`` (an op's NumPy implementation) with NumPy's floating-point warnings
+    reported at the user's line outside tapes too (``numpy_errors_enter``), for the ops
+    that warn on ordinary finite operands (a zero divisor, a log of zero, an overflowing
+    exp). Tapes and gradients switch the settings once for their whole block; an op
+    outside them pays the switch itself (about 0.5 us), which is why only those ops
+    wear this and not every op (an overflowing product outside a tape still warns in
+    jittape's file)."""
+    if _NUMPY_ERRORS is None:                  # pragma: no cover - other NumPy layouts
+        return impl
+
+    settings, ours_of = _NUMPY_ERRORS, _OURS
+
+    def reporting(*args, **params):
+        # numpy_errors_enter/exit inlined: nothing can change the settings inside impl
+        before = settings.get()
+        ours = ours_of.get(before) or reporting_settings(before)
+        if ours is before:                     # in a tape's block, or nothing to report
+            return impl(*args, **params)
+        settings.set(ours)
+        try:
+            return impl(*args, **params)
+        finally:
+            settings.set(before)
+    reporting.__name__ = getattr(impl, "__name__", "impl")
+    reporting.__wrapped__ = impl
+    return reporting
+
+
 def numpy_errors():
     """A ``NumpyErrors`` context (entered with ``with``)."""
     return NumpyErrors()

@@ -138,6 +138,38 @@ def test_numpy_warnings_in_a_tape_name_the_users_line_each_line_once():
     assert len(here) == len(texts)               # one warning per line
 
 
+@pytest.mark.parametrize("op, arg", [("log", 0.0), ("sqrt", -1.0), ("log1p", -2.0), ("exp", 1e4)])
+def test_numpy_warnings_outside_a_tape_name_the_users_line(op, arg):
+    # the ops that warn on ordinary finite operands report at the user's line without a
+    # tape too; the user's settings around them stay (ignore, raise)
+    x = jt.constant(np.array([arg, 1.0]))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        getattr(jnp, op)(x)
+        1.0 / jt.constant(np.array([0.0]))
+        x ** -1.5 if op == "sqrt" else None
+    here = [w for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert here and all(w.filename == __file__ for w in here), [(w.filename, w.message) for w in here]
+    assert any(str(w.message).endswith(f"in {op}") for w in here), [str(w.message) for w in here]
+    assert any(str(w.message) == "divide by zero encountered in divide" for w in here)
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        getattr(jnp, op)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            getattr(jnp, op)(x)
+    assert np.geterr()["divide"] == "warn" and np.geterrcall() is None
+
+
+def test_compiled_code_gives_inf_without_warning():
+    # as JAX's: compiled code (on either tier) gives NumPy's inf/nan and does not warn
+    g = jt.grad(lambda a: np.sum(np.log(a)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for _ in range(2):
+            assert np.array_equal(g(np.array([0.0, 1.0])), [np.inf, 1.0])
+
+
 def _source(line):
     with open(__file__) as f:
         return f.read().splitlines()[line - 1]

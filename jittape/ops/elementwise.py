@@ -15,7 +15,7 @@ import operator
 import numpy as np
 from scipy import special
 
-from ..errors import UnsupportedError, at_user_line
+from ..errors import UnsupportedError, at_user_line, numpy_warnings_at_user
 from ..tensor import Tensor, Variable
 from .core import (CHEAP, COSTLY, REGISTRY, Aval, Fixed, Primitive, broadcast_shapes, composite,
                    ex, numpy_dispatch, public, shape_of, ufunc_dtype)
@@ -50,7 +50,7 @@ def unbroadcast(g, shape):
 
 
 def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None, domain=(-2.0, 2.0),
-                differentiable=True, impl=None, fast=None, costly=False):
+                differentiable=True, impl=None, fast=None, costly=False, warns=False):
     """Declare an elementwise primitive.
 
     ``ufunc`` is the NumPy ufunc the op answers to and whose dtype rule it follows; where
@@ -68,6 +68,10 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
     ``costly``: the op is a math function (tens of cycles an element, not one): a fused
     loop with one is worth running on threads when it is large (``codegen/cpu.py``).
 
+    ``warns``: the op warns on ordinary finite operands (a zero divisor, a log of zero,
+    an overflowing exp): NumPy's warning names the user's line outside tapes too
+    (``errors.numpy_warnings_at_user``).
+
     ``partials``: one diagonal rule per input (see the module), the op's JVP rules, and
     its VJP rules once summed back to the input's shape.
     """
@@ -76,7 +80,8 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
         jvp = list(partials)
         # (one input: its shape is the output's, nothing to sum back)
         vjp = list(partials) if ufunc.nin == 1 else [_summed(rule, k) for k, rule in enumerate(partials)]
-    prim = Primitive(name, fast or impl or ufunc, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
+    run = fast or impl or ufunc
+    prim = Primitive(name, numpy_warnings_at_user(run) if warns else run, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
                      save=save,
                      kind="elementwise", cost=COSTLY if costly else CHEAP,
                      examples=examples if examples is not None else
@@ -124,7 +129,7 @@ divide = elementwise("divide", np.true_divide, "({0} / {1})", [
     lambda g, out, x, y: divide(g, y),
     lambda g, out, x, y: negative(divide(multiply(g, out), y)),
 ], save=((False, True), True), examples=BINARY_EXAMPLES,
-    domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv)
+    domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv, warns=True)
 
 
 def _power_scalar(node):
@@ -160,7 +165,7 @@ def _power_vjp_y(g, out, x, y):
 
 power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power_vjp_x, _power_vjp_y], save=(True, True),
                     examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
-                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True)
+                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True, warns=True)
 
 maximum = elementwise("maximum", np.maximum, "np.maximum({0}, {1})", [
     lambda g, out, x, y: where(greater_equal(x, y), g, 0),
@@ -175,22 +180,26 @@ minimum = elementwise("minimum", np.minimum, "np.minimum({0}, {1})", [
 mod = elementwise("mod", np.remainder, "({0} % {1})", [
     lambda g, out, x, y: g,
     lambda g, out, x, y: negative(multiply(g, floor_divide(x, y))),
-], save=INPUTS, domain=((2.1, 2.9), (1.1, 1.9)), fast=operator.mod)
+], save=INPUTS, domain=((2.1, 2.9), (1.1, 1.9)), fast=operator.mod, warns=True)
 
-floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", differentiable=False, fast=operator.floordiv)
+floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", differentiable=False, fast=operator.floordiv,
+                            warns=True)
 
 # -- unary math -------------------------------------------------------------------
 
 negative = elementwise("negative", np.negative, "(-{0})", [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg)
 abs = elementwise("abs", np.absolute, "np.abs({0})", [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
 sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
-exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True)
-expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT, costly=True)
-log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0), costly=True)
+exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True,
+                  warns=True)
+expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT,
+                    costly=True, warns=True)
+log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0), costly=True,
+                  warns=True)
 log1p = elementwise("log1p", np.log1p, "np.log1p({0})", [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
-                    domain=(-0.5, 2.0), costly=True)
+                    domain=(-0.5, 2.0), costly=True, warns=True)
 sqrt = elementwise("sqrt", np.sqrt, "np.sqrt({0})", [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
-                   domain=(0.5, 3.0))
+                   domain=(0.5, 3.0), warns=True)
 square = elementwise("square", np.square, "({0} * {0})", [lambda g, out, x: multiply(g, multiply(x, 2))],
                      save=INPUTS)
 sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS, costly=True)
