@@ -30,6 +30,7 @@ from .compiler import function, grad, hessian, jacobian, value_and_grad  # noqa:
 from .compiler import function as jit  # noqa: F401  (the JAX-style name of function)
 from .forward import ForwardAccumulator  # noqa: F401
 from .transforms import hvp, jacfwd, jacrev, jvp, linearize  # noqa: F401
+from .batching import vmap  # noqa: F401
 from .codegen.runtime import warmup  # noqa: F401  (compile the runtime helpers ahead)
 from .ops import random  # noqa: F401
 from . import config  # noqa: F401
@@ -48,7 +49,7 @@ __all__ = [
     "GradientTape", "UnconnectedGradients", "checkpoint", "custom_gradient", "custom_jvp",
     "custom_root", "custom_vjp", "cond", "fori_loop", "scan", "switch", "while_loop",
     "function", "grad", "hessian", "jacobian", "value_and_grad", "jit", "warmup", "random",
-    "ForwardAccumulator", "hvp", "jacfwd", "jacrev", "jvp", "linearize",
+    "ForwardAccumulator", "hvp", "jacfwd", "jacrev", "jvp", "linearize", "vmap",
     "config", "nn", "numpy", "scipy", "optim", "minimize",
 ]
 if _TYPE_CHECKING:

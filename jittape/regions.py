@@ -112,16 +112,21 @@ def lower_nothing(ctx, node):
     return []
 
 
-def _no_value(**params):
-    raise TracerError(at_user_line(
-        "a Python branch (if, while, bool()) on a value computed from a loop's carry or "
-        "element: a jt.scan / fori_loop / while_loop body is traced once for every step, so it "
-        "cannot take a branch per step. Use jt.cond or jt.switch (or jt.where to choose "
-        "between values)"))
+def bound_record(name, message):
+    """The record of the placeholders of a body traced once for many steps (or
+    examples): reading one's value (a Python branch on it) raises ``message``."""
+    def no_value(**params):
+        raise TracerError(at_user_line(message))
+    return LoopPart(name, "bound", lambda shape, dtype, slot: Aval(shape, dtype),
+                    lower_nothing, lower_nothing, impl=no_value)
 
 
-LOOP_VALUE = LoopPart("loop_value", "bound", lambda shape, dtype, slot: Aval(shape, dtype),
-                      lower_nothing, lower_nothing, impl=_no_value)
+LOOP_VALUE = bound_record(
+    "loop_value",
+    "a Python branch (if, while, bool()) on a value computed from a loop's carry or "
+    "element: a jt.scan / fori_loop / while_loop body is traced once for every step, so it "
+    "cannot take a branch per step. Use jt.cond or jt.switch (or jt.where to choose "
+    "between values)")
 
 
 def _fresh(body, v):
@@ -377,8 +382,7 @@ def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, we
     x_slots = [_slot(trace, t._var.shape[1:], t.dtype, len(inits) + k)
                for k, t in enumerate(stacked)]
     trace.weak.update(c_slots[k]._var.id for k in weak)
-    variables = {key: (st.value, st.assigned) for key, st in trace.variables.items()}
-    draws = sum(isinstance(d, RandomDraw) for d in trace.implicit)
+    before = effects(trace)
     carry = tree.unflatten(init_def, c_slots)
     x = tree.unflatten(x_def, x_slots) if stacked else None
     out = f(carry, x)
@@ -388,14 +392,12 @@ def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, we
         raise TypeError(at_user_line(f"scan: the body must return a pair (carry, y), got {got}"))
     new, y = out
     check_carry(init, new)
-    if any(trace.variables.get(key) is not None and
-           (trace.variables[key].value, trace.variables[key].assigned) != state
-           for key, state in variables.items()) or any(
-               st.assigned for key, st in trace.variables.items() if key not in variables):
+    assigned, drawn = new_effects(trace, before)
+    if assigned:
         raise UnsupportedError(at_user_line(
             "scan: a variable assigned in a loop body of a compiled function; return the "
             "new value in the carry and assign it after the loop"))
-    if sum(isinstance(d, RandomDraw) for d in trace.implicit) != draws:
+    if drawn:
         raise UnsupportedError(at_user_line(
             "scan: a random draw in a loop body of a compiled function would be the same "
             "at every step; draw all steps' values before the loop and pass them as xs"))
@@ -403,6 +405,24 @@ def _trace_body(trace, f, init, inits, init_def, stacked, x_def, check_carry, we
     y_leaves, y_def = tree.flatten(y)
     y_leaves = [trace.tracer(_operand(v)) for v in y_leaves]
     return start, c_slots + x_slots, new_leaves, y_leaves, y_def, y
+
+
+def effects(trace):
+    """What a traced body may do besides computing (``new_effects``): the variables'
+    states and the count of random draws so far."""
+    return ({key: (st.value, st.assigned) for key, st in trace.variables.items()},
+            sum(isinstance(d, RandomDraw) for d in trace.implicit))
+
+
+def new_effects(trace, before):
+    """(a variable was assigned, a random draw was made) since ``effects`` gave
+    ``before``: a body traced once for many steps (or examples) cannot do either."""
+    variables, draws = before
+    assigned = any(trace.variables.get(key) is not None and
+                   (trace.variables[key].value, trace.variables[key].assigned) != state
+                   for key, state in variables.items()) or any(
+                       st.assigned for key, st in trace.variables.items() if key not in variables)
+    return assigned, sum(isinstance(d, RandomDraw) for d in trace.implicit) != draws
 
 
 def _operand(v):

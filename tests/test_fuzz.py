@@ -6,7 +6,7 @@ mixes broadcasting, size-1 and zero-size dimensions, float32/float64 and integer
 inputs, views (slices, transposes, reshapes, new axes, int and int-array indexing),
 reductions over random axes, matmul/dot/einsum, a Python ``if`` on a traced value (a
 guard), ``jt.custom_gradient``, a Python loop (rolled into a loop region when traced),
-and one of three uses:
+and one of five uses:
 
 - ``grad``: the eager tape's value and gradients = the generated Python run without
   Numba (``lower(...).python``) = the graph run on NumPy as tiered calls run it
@@ -18,6 +18,9 @@ and one of three uses:
 - ``jvp``: the eager forward accumulator's tangent = a compiled function with an
   accumulator inside (its generated Python, its graph on NumPy) = central finite
   differences along the direction.
+- ``vmap``: the value and gradients mapped over a batch of values of the first floating
+  argument (``jt.vmap`` of ``jt.value_and_grad``: its generated Python, its graph on
+  NumPy) = the eager tape's, example by example.
 
 One program in ``COMPILE_EVERY`` is also compiled with Numba, and one of those in
 ``CUDA_EVERY`` runs on ``target="cuda"`` (Numba's simulator under the tests) where
@@ -847,7 +850,7 @@ STEPS = {**{name: GENERATORS[spec.kind] for name, spec in OPS.items()}, **STRUCT
 @st.composite
 def programs(draw):
     dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
-    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function", "jvp"]))
+    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function", "jvp", "vmap"]))
     if mode == "hessian":
         dtype = np.float64
     b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
@@ -1107,8 +1110,49 @@ def check_jvp(program, args):
         close(got, want, program.dtype, "tangent: compiled vs eager accumulator")
 
 
+def check_vmap(program, args):
+    """vmap: the program's value and gradients mapped over a batch of three values of
+    its first floating argument (the others shared) = the eager tape's, example by
+    example, through the generated Python and the graph on NumPy (= Numba when
+    compiled). A Python branch on a mapped value must say so (TracerError)."""
+    k = program.diff[0]
+    rng = np.random.default_rng(4)
+    rows = [(args[k] + 1e-3 * j * rng.normal(size=args[k].shape)).astype(args[k].dtype)
+            for j in range(3)]
+    want_values, want_grads = [], []
+    for row in rows:
+        value, grads = eager_value_and_grads(program, [row if j == k else a
+                                                       for j, a in enumerate(args)])
+        want_values.append(value)
+        want_grads.append(grads)
+    batched = [np.stack(rows) if j == k else a for j, a in enumerate(args)]
+    mapped = jt.vmap(jt.value_and_grad(program.function(), argnums=program.diff),
+                     in_axes=tuple(0 if j == k else None for j in range(len(args))))
+    try:
+        lowered = mapped.compiled.lower(*batched)
+    except jt.errors.TracerError as err:
+        assert "guard" in program.used and "vmap" in str(err), err
+        return
+    runs = [(lowered.python, "generated Python"), (lowered.numpy, "graph on NumPy")]
+    if program.compiled:
+        runs.append((lambda *a: _flat(mapped(*batched)), "compiled"))
+    for run, what in runs:
+        if run is None:
+            continue
+        out = run(*_scalars(batched))           # (the values, then the gradients)
+        close(out[0], np.stack(want_values), program.dtype, f"vmap: values, {what} vs eager")
+        for j, d in enumerate(program.diff):
+            close(out[1 + j], np.stack([g[j] for g in want_grads]), program.dtype,
+                  f"vmap: gradients of argument {d}, {what} vs eager")
+
+
+def _flat(result):
+    value, grads = result
+    return (value,) + tuple(grads)
+
+
 CHECKS = {"grad": check_grad, "hessian": check_hessian, "function": check_function,
-          "jvp": check_jvp}
+          "jvp": check_jvp, "vmap": check_vmap}
 
 _fuzz_settings = settings(
     max_examples=GRAPHS, deadline=None, derandomize=SEED is None, database=None,

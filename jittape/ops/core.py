@@ -219,6 +219,9 @@ class Primitive(OpRecord):
         if accumulate is not None:
             self.accumulator = accumulate
         self.lowerings = {}          # "scalar", "reduce" or a backend's name -> lowering
+        # batch: the batching rule of jt.vmap, declared by batching.declare_rules (the
+        # rule of the op's kind, or one of its own)
+        self.batch = None
         REGISTRY[name] = self
         table = UFUNC_TABLE if ufunc else FUNCTION_TABLE
         for np_func in numpy:
