@@ -1,6 +1,8 @@
 """Numba's pipeline for generated kernels (``codegen/pipeline.py``): the passes it
 leaves out, and the code library a kernel is lowered into."""
 
+import warnings
+
 import numba
 import numpy as np
 import pytest
@@ -68,3 +70,20 @@ def test_a_code_generator_without_the_new_pass_builder_gets_numbas_own_library()
 
     assert pipeline.kernel_library(OldCodegen(), "k") == ("numba's library", "k")
     assert made == ["k"]
+
+
+def test_a_parallel_kernel_with_nothing_to_parallelize_says_nothing():
+    # Numba's remark (with the generated source) reached the user's prompt from the
+    # parallel twins of an optimiser's loop; the kernel's own pipeline leaves it out,
+    # and Numba's stays as it is for the user's own functions
+    def first(x):
+        return x[0] + 1.0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert numba.njit(parallel=True, pipeline_class=KernelCompiler)(first)(np.ones(3)) == 2.0
+    assert not [w for w in seen if issubclass(w.category, numba.NumbaPerformanceWarning)]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        numba.njit(parallel=True)(first)(np.ones(3))
+    assert [w for w in seen if issubclass(w.category, numba.NumbaPerformanceWarning)]
+    assert not typed_passes.config.DISABLE_PERFORMANCE_WARNINGS

@@ -25,9 +25,13 @@ from ..errors import OutOfRange, SignatureMismatch, SizeMismatch
 from ..ir import Dim, Graph, Var
 
 # a graph whose run evaluates more nodes than this (loops' bodies once per step, a
-# while loop's 16 times) or computes more elements than ``ELEMENTS``, waits for its kernel
+# while loop's 16 times) or computes more elements than ``ELEMENTS``, waits for its kernel.
+# NumPy computes about a billion elements a second on whole arrays: a run of ``ELEMENTS``
+# takes about a second, less than the compile it hides (an optimiser's loop of line
+# searches over a 10^5 x 100 regression: 14 s), and the estimate counts every while
+# loop 16 times, nested ones 16 x 16 (a line search takes one to three steps)
 EVALUATIONS = 50_000
-ELEMENTS = 2 ** 27
+ELEMENTS = 2 ** 30
 
 
 def runner(graph):

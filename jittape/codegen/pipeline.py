@@ -79,6 +79,24 @@ class KernelLibrary(LoweringPass):
         return False
 
 
+@register_pass(mutates_CFG=True, analysis_only=False)
+class QuietParforPass(typed_passes.ParforPass):
+    """Numba's parfor pass without its remark that ``parallel=True`` found nothing to run
+    on threads (the twin of a loop too small for them): a remark about jittape's code,
+    which printed the generated source at the user's prompt. The compile holds Numba's
+    compiler lock, so no other compile sees the switch."""
+
+    _name = "jittape_parfor_pass"
+
+    def run_pass(self, state):
+        before = config.DISABLE_PERFORMANCE_WARNINGS
+        config.DISABLE_PERFORMANCE_WARNINGS = 1
+        try:
+            return typed_passes.ParforPass.run_pass(self, state)
+        finally:
+            config.DISABLE_PERFORMANCE_WARNINGS = before
+
+
 class KernelCompiler(CompilerBase):
     """Numba's nopython pipeline without the passes in ``UNUSED`` (``njit(pipeline_class=...)``),
     lowered into a ``kernel_library``."""
@@ -96,6 +114,8 @@ def _with_library(full, name, unused):
     for cls, what in full.passes:
         if cls in unused:
             continue
+        if cls is typed_passes.ParforPass:
+            cls = QuietParforPass
         if isinstance(cls, type) and issubclass(cls, _LOWERING):
             pm.add_pass(KernelLibrary, "a kernel's code library")
         pm.add_pass(cls, what)
