@@ -44,7 +44,7 @@ from .trace import Tracer
 
 
 BATCH_VALUE = bound_record(
-    "batch_value",
+    "vmap_mapped_argument",
     "vmap: a Python branch (if, while, bool()) on a value computed from a mapped argument: "
     "the function is traced once for all examples of the batch, so it cannot take a branch "
     "per example. Use jt.where to choose between values (or jt.cond)")
@@ -95,6 +95,13 @@ def _reduction_rule(prim):
         (x,) = args
         axes = normalize_axes(prim.name, axis, _rank(x, True))
         return prim.bind(x, axis=tuple(a + 1 for a in axes), keepdims=keepdims)
+    return rule
+
+
+def _along_axis_rule(prim):
+    """An op along one axis (``cumsum``): the same op, the axis one further."""
+    def rule(args, batched, out, axis, **params):
+        return prim.bind(*args, axis=axis + 1, **params)
     return rule
 
 
@@ -200,6 +207,28 @@ def _passing_rule(prim):
     return lambda args, batched, out, **params: prim.bind(*args, **params)
 
 
+def _matrices_rule(prim):
+    """An op of a stack of matrices (np.linalg's): a batch is one more leading axis."""
+    return lambda args, batched, out, **params: prim.bind(*args, **params)
+
+
+def _solve_rule(args, batched, out):
+    """solve of a batch: a stack of systems (leading axes broadcast, NumPy's rule); a batch
+    of vector right-hand sides is a stack of one-column matrices, squeezed after."""
+    (a, b), (ba, bb) = args, batched
+    solve = REGISTRY["solve"]
+    if _rank(b, bb) == 1 and not bb:            # one vector for every matrix of the batch
+        return solve.bind(a, b)
+    column = _rank(b, bb) == 1
+    if column:
+        b = ops.expand_dims(b, len(_shape(b)))
+    rank = max(_rank(a, ba), _rank(b, bb))
+    a = _lift(a, rank) if ba else a
+    b = _lift(b, rank) if bb else b
+    x = solve.bind(a, b)
+    return ops.squeeze(x, len(_shape(x)) - 1) if column else x
+
+
 def declare_rules():
     """Give each primitive of the registry its batching rule (``Primitive.batch``)."""
     special = {"matmul": _matmul_rule, "einsum": _einsum_rule, "reshape": _reshape_rule,
@@ -207,7 +236,11 @@ def declare_rules():
                "index_add": _index_add_rule,
                "concatenate": _join_rule(REGISTRY["concatenate"], 0),
                "stack": _join_rule(REGISTRY["stack"], 1),
-               "check_labels": _passing_rule(REGISTRY["check_labels"])}
+               "check_labels": _passing_rule(REGISTRY["check_labels"]),
+               **{name: _along_axis_rule(REGISTRY[name]) for name in ("cumsum", "cumprod")}}
+    special["solve"] = _solve_rule
+    special.update((name, _matrices_rule(REGISTRY[name])) for name in (
+        "inv", "det", "slogdet_sign", "logabsdet", "cholesky", "triangle"))
     for name, prim in REGISTRY.items():
         if name in special:
             prim.batch = special[name]
@@ -219,34 +252,36 @@ def declare_rules():
 
 # -- the transform -----------------------------------------------------------------------
 
-def _axes_of(what, axes, leaves_of, name):
-    """One axis (int or None) per leaf of each argument, from ``in_axes``/``out_axes``:
-    an int or None for all, or a tuple with one entry per argument (an int or None for
-    all its leaves, or a pytree of them of the argument's structure)."""
+def _prefix_axes(what, axes, probe, name, where):
+    """One axis (int or None) per leaf of ``probe`` (a structure whose leaves are ints),
+    in ``tree.flatten``'s order, from ``axes``: an int or None for everything below, or a
+    tuple, list or dict of such entries matching ``probe``'s own (JAX's pytree prefix)."""
     if axes is None or isinstance(axes, int):
-        return [[axes] * len(leaves) for leaves, _ in leaves_of]
-    if not isinstance(axes, (tuple, list)) or len(axes) != len(leaves_of):
-        raise ValueError(at_user_line(
-            f"vmap({name}): {what} must be an int, None, or a tuple with one entry per "
-            f"{'argument' if what == 'in_axes' else 'output'} ({len(leaves_of)}), got {axes!r}"))
-    result = []
-    for k, (entry, (leaves, treedef)) in enumerate(zip(axes, leaves_of)):
-        if entry is None or isinstance(entry, int):
-            result.append([entry] * len(leaves))
-            continue
-        given, given_def = tree.flatten(entry, keep_none=True)
-        if given_def.num_leaves != len(leaves) or _skeleton(given_def) != _skeleton(treedef) or not all(a is None or isinstance(a, int) for a in given):
-            raise ValueError(at_user_line(
-                f"vmap({name}): {what}[{k}] must be an int, None or a pytree of them of "
-                f"the structure {treedef}, got {entry!r}"))
-        result.append(list(given))
-    return result
+        return [axes] * len(tree.flatten(probe, keep_none=True)[0])
+    if isinstance(axes, (tuple, list)) and isinstance(probe, (tuple, list)) and \
+            len(axes) == len(probe):
+        return [a for k, (entry, p) in enumerate(zip(axes, probe))
+                for a in _prefix_axes(what, entry, p, name, f"{where}[{k}]")]
+    if isinstance(axes, dict) and isinstance(probe, dict) and set(axes) == set(probe):
+        return [a for k in sorted(probe)
+                for a in _prefix_axes(what, axes[k], probe[k], name, f"{where}[{k!r}]")]
+    shape = _describe(probe)
+    raise ValueError(at_user_line(
+        f"vmap({name}): {where} is {axes!r}, which does not match {shape}: give an int or "
+        "None, or a tuple, list or dict of them with one entry per element"))
 
 
-def _skeleton(treedef):
-    """A structure without its leaves' positions: an axes pytree (None a leaf) matches
-    its argument's structure where the argument's leaves are."""
-    return tree.unflatten(treedef, [0] * treedef.num_leaves)
+def _describe(probe):
+    if isinstance(probe, (tuple, list)):
+        return f"a {type(probe).__name__} of {len(probe)}"
+    if isinstance(probe, dict):
+        return f"a dict with keys {sorted(probe)}"
+    return "one array" if isinstance(probe, int) else f"a {type(probe).__name__}"
+
+
+def _probe(treedef):
+    """``treedef``'s structure with each leaf's position as its value."""
+    return tree.unflatten(treedef, list(range(treedef.num_leaves)))
 
 
 def _check_axes(what, axes, name):
@@ -262,14 +297,21 @@ def _name(f):
 
 
 def _mapped_leaves(args, in_axes, name):
-    """The arguments' leaves, each with its axis normalized (None: not mapped), and the
-    batch's size (an int, the size of the first mapped axis)."""
-    leaves_of = [tree.flatten(a) for a in args]
-    axes = _axes_of("in_axes", in_axes, leaves_of, name)
-    sizes = []
-    flat = []
-    for k, ((leaves, _), leaf_axes) in enumerate(zip(leaves_of, axes)):
-        for j, (leaf, axis) in enumerate(zip(leaves, leaf_axes)):
+    """The arguments' leaves (None kept as a leaf, never mapped), each with its axis
+    normalized (None: not mapped), and the batch's size (the first mapped axis's)."""
+    leaves_of = [tree.flatten(a, keep_none=True) for a in args]
+    if isinstance(in_axes, (tuple, list)) and len(in_axes) != len(args):
+        raise ValueError(at_user_line(
+            f"vmap({name}): in_axes must be an int, None, or a tuple with one entry per "
+            f"argument ({len(args)}), got {in_axes!r}"))
+    probes = tuple(_probe(treedef) for _, treedef in leaves_of)
+    axes = _prefix_axes("in_axes", tuple(in_axes) if isinstance(in_axes, list) else in_axes,
+                        probes, name, "in_axes")
+    sizes, flat, pos = [], [], 0
+    for k, (leaves, _) in enumerate(leaves_of):
+        for j, leaf in enumerate(leaves):
+            axis = None if leaf is None else axes[pos]
+            pos += 1
             if axis is not None:
                 shape = np.shape(leaf)
                 if not -len(shape) <= axis < len(shape):
@@ -288,6 +330,15 @@ def _mapped_leaves(args, in_axes, name):
         raise ValueError(at_user_line(
             f"vmap({name}): the mapped axes have different sizes ({said})"))
     return leaves_of, flat, sizes[0][3]
+
+
+def _call_args(leaves_of, leaves):
+    """The arguments of ``fun`` from their flat leaves."""
+    call_args, pos = [], 0
+    for ls, treedef in leaves_of:
+        call_args.append(tree.unflatten(treedef, leaves[pos:pos + len(ls)]))
+        pos += len(ls)
+    return call_args
 
 
 def _moved(x, axis, to):
@@ -327,11 +378,7 @@ def batched_call(fun, args, in_axes, out_axes):
     for j, s in slots:
         per_example[j] = s
     before = effects(trace)
-    call_args, pos = [], 0
-    for leaves, treedef in leaves_of:
-        call_args.append(tree.unflatten(treedef, per_example[pos:pos + len(leaves)]))
-        pos += len(leaves)
-    out = fun(*call_args)
+    out = fun(*_call_args(leaves_of, per_example))
     assigned, drawn = new_effects(trace, before)
     if assigned:
         raise UnsupportedError(at_user_line(
@@ -350,8 +397,11 @@ def batched_call(fun, args, in_axes, out_axes):
     trace.nodes[:] = [n for n in trace.nodes if id(n) not in placeholders]
     env = _replay(trace, body, local)
     if env is None:                       # a node without a batching rule: f in a loop
-        results = _looped_call(fun, args, leaves_of, flat, moved)
-        out_leaves = [(r, True) for r in tree.flatten(results)[0]]
+        results = tree.flatten(_looped_call(fun, leaves_of, flat, moved))[0]
+        # (what does not depend on a mapped argument was computed once, outside it)
+        taken = {n.out.id for n in body} | set(local)
+        out_leaves = [(r, True) if v._var.id in taken else (v, False)
+                      for r, v in zip(results, out_leaves)]
     else:
         out_leaves = [env.get(v._var.id, (v, False)) for v in out_leaves]
     return _outputs(out_leaves, out_def, out_axes, size, name)
@@ -398,7 +448,7 @@ def _looped_op(prim, args, batched, params):
     return scan(step, np.zeros((), np.int8), xs)[1]
 
 
-def _looped_call(fun, args, leaves_of, flat, moved):
+def _looped_call(fun, leaves_of, flat, moved):
     """``fun`` called example by example in a ``jt.scan`` over the batch (its results
     stacked, batch axis first)."""
     from .control import scan
@@ -407,29 +457,21 @@ def _looped_call(fun, args, leaves_of, flat, moved):
     def step(carry, rows):
         rows = iter(rows)
         leaves = [next(rows) if axis is not None else t for t, (_, _, axis) in zip(moved, flat)]
-        call_args, pos = [], 0
-        for ls, treedef in leaves_of:
-            call_args.append(tree.unflatten(treedef, leaves[pos:pos + len(ls)]))
-            pos += len(ls)
-        return carry, fun(*call_args)
+        return carry, fun(*_call_args(leaves_of, leaves))
     return scan(step, np.zeros((), np.int8), xs)[1]
+
+
+def _out_axes(out_def, out_axes, name):
+    """One axis (int or None) per leaf of the result."""
+    return _prefix_axes("out_axes", tuple(out_axes) if isinstance(out_axes, list) else out_axes,
+                        _probe(out_def), name, "out_axes")
 
 
 def _outputs(leaves, out_def, out_axes, size, name):
     """The results: each leaf's batch axis moved to its ``out_axes`` entry (an output
     that does not depend on a mapped argument repeated over the batch)."""
-    if out_axes is None or isinstance(out_axes, int):
-        axes = [out_axes] * len(leaves)
-    else:                       # one entry per element of a tuple (or list) result
-        result = tree.unflatten(out_def, list(range(len(leaves))))
-        if not isinstance(result, (tuple, list)):
-            raise ValueError(at_user_line(
-                f"vmap({name}): out_axes {out_axes!r} is a tuple but the function returns "
-                f"one {type(result).__name__}"))
-        axes = [a for row in _axes_of("out_axes", out_axes,
-                                      [tree.flatten(c) for c in result], name) for a in row]
     result = []
-    for k, ((value, batched), axis) in enumerate(zip(leaves, axes)):
+    for k, ((value, batched), axis) in enumerate(zip(leaves, _out_axes(out_def, out_axes, name))):
         if axis is None:
             if batched:
                 raise ValueError(at_user_line(
@@ -449,20 +491,23 @@ def _outputs(leaves, out_def, out_axes, size, name):
 
 def _eager_loop(fun, args, in_axes, out_axes, name):
     """``vmap(fun)(*args)`` as a Python loop of calls, the results stacked (under a
-    recording tape, outside compiled code: the tape sees each op)."""
+    recording tape, outside compiled code: the tape sees each op). An output whose
+    ``out_axes`` is None is the first example's (it must not depend on the example)."""
     leaves_of, flat, n = _mapped_leaves(args, in_axes, name)
     outs = []
     for i in range(n):
         leaves = [leaf if axis is None else ops.take(leaf, i, axis=axis) for _, leaf, axis in flat]
-        call_args, pos = [], 0
-        for ls, treedef in leaves_of:
-            call_args.append(tree.unflatten(treedef, leaves[pos:pos + len(ls)]))
-            pos += len(ls)
-        outs.append(fun(*call_args))
+        outs.append(fun(*_call_args(leaves_of, leaves)))
     out_def = tree.flatten(outs[0])[1]
+    axes = _out_axes(out_def, out_axes, name)
     columns = zip(*[tree.flatten(o)[0] for o in outs])
-    stacked = [(ops.stack(list(col), axis=0), True) for col in columns]
+    stacked = [(col[0], False) if axis is None else (ops.stack(list(col), axis=0), True)
+               for col, axis in zip(columns, axes)]
     return _outputs(stacked, out_def, out_axes, n, name)
+
+
+def _batch_size(args, in_axes, name):
+    return _mapped_leaves(args, in_axes, name)[2]
 
 
 def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable[..., Any]:
@@ -487,13 +532,20 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
         @functools.wraps(fun, updated=())
         def body(*args):
             return batched_call(fun, args, in_axes, out_axes)
+        # what ``fun`` reads from its globals and closure is read at each call (or traces
+        # again when rebound), as for ``jt.function(fun)``: not frozen by the trace
+        body._jittape_reads = (fun,)            # type: ignore[attr-defined]
         return function(body)
     key = ("vmap", repr(in_axes), repr(out_axes))
     compiled = _kept(fun, key, make)
 
     @functools.wraps(fun, updated=())
-    def mapped(*args):
-        if current_trace() is None and thread_tapes():
+    def mapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError(at_user_line(
+                f"vmap({name}): keyword arguments ({', '.join(kwargs)}) are not supported: "
+                "pass them positionally (in_axes gives each its axis)"))
+        if current_trace() is None and thread_tapes() and _batch_size(args, in_axes, name):
             return _eager_loop(fun, args, in_axes, out_axes, name)
         return compiled(*args)
     mapped.compiled = compiled          # type: ignore[attr-defined]  # (its stats, kernel)

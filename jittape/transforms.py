@@ -30,7 +30,14 @@ _KEPT: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref
 
 
 def _kept(f, key, make):
-    """The compiled function ``make()`` for ``f`` and ``key``, made once."""
+    """The compiled function ``make()`` for ``f`` and ``key``, made once; anew for a
+    callable that reads what a trace freezes (a bound method's ``self.w``, a global of
+    a function it calls): a wrapper made again must see what it reads now, as a new
+    ``jt.grad(f)`` does (``sharing._reads_nothing_frozen``)."""
+    import types
+    from .compiler.sharing import _reads_nothing_frozen
+    if f.__class__ is not types.FunctionType or not _reads_nothing_frozen(f, True, set()):
+        return make()
     try:
         table = _KEPT.setdefault(f, {})
     except TypeError:                    # (not weakly referable: made anew each time)

@@ -192,6 +192,41 @@ def test_axes_pytrees_and_outputs():
     np.testing.assert_allclose(inner(a), (a * a).T)
 
 
+def test_what_the_function_reads_is_read_at_each_call():
+    x = np.ones((2, 3))
+    scale = 1.0
+    f = jt.vmap(lambda r: r * scale)
+    f(x)
+    scale = 2.0                        # a rebound closure value: read again, as jt.function
+    np.testing.assert_allclose(f(x), 2 * x)
+
+    class Model:
+        def __init__(self, w):
+            self.w = w
+
+        def f(self, r):
+            return jt.sum(r * self.w)
+    m = Model(np.ones(3))
+    jt.vmap(m.f)(x)
+    m.w = np.full(3, 2.0)             # a method's attribute: a new vmap(m.f) traces again
+    np.testing.assert_allclose(jt.vmap(m.f)(x), [6.0, 6.0])
+
+
+def test_none_leaves_dict_axes_and_shared_outputs():
+    d = {"a": np.ones(3), "b": None}
+    np.testing.assert_allclose(jt.vmap(lambda d: d["a"] * 2, in_axes=({"a": 0, "b": None},))(d),
+                               np.full(3, 2.0))
+    got = jt.vmap(lambda a: {"a": a, "b": a * 2}, out_axes={"a": 0, "b": 1})(np.ones((3, 2)))
+    assert got["a"].shape == (3, 2) and got["b"].shape == (2, 3)
+    # a loop inside: the function runs in a loop over the batch, and what does not
+    # depend on the example is still computed once
+    f = jt.vmap(lambda x, c: (jt.scan(lambda h, _: (h * 0.5, None), x, None, length=2)[0], c * 2),
+                in_axes=(0, None), out_axes=(0, None))
+    looped, shared = f(np.ones((3, 2)), np.ones(2))
+    np.testing.assert_allclose(looped, np.full((3, 2), 0.25))
+    np.testing.assert_allclose(shared, [2.0, 2.0])
+
+
 def test_a_loop_inside_runs_the_function_in_a_loop_over_the_batch():
     rng = np.random.default_rng(5)
     h0, xs = rng.normal(size=(4, 2)), rng.normal(size=(4, 6, 2))
@@ -210,6 +245,13 @@ def test_eagerly_under_a_tape_the_tape_sees_every_example():
         total = jt.sum(jt.vmap(lambda r: jt.tanh(r @ w))(x))
     want = jt.grad(lambda w: jt.sum(jt.tanh(x @ w)))(w.numpy())
     np.testing.assert_allclose(tape.gradient(total, w).numpy(), want, rtol=1e-12)
+    with jt.GradientTape() as tape:
+        tape.watch(w)
+        shared = jt.vmap(lambda r, w: (r * w, w * 2), in_axes=(0, None), out_axes=(0, None))
+        rows, doubled = shared(x, w)
+        empty = jt.vmap(lambda r: r * w)(np.zeros((0, 3)))      # no example: no call
+    assert rows.shape == (5, 3) and doubled.shape == (3,) and empty.shape == (0, 3)
+    np.testing.assert_allclose(tape.gradient(doubled, w).numpy(), np.full(3, 2.0))
 
 
 _COUNT = jt.Variable(0.0)
@@ -231,6 +273,12 @@ _COUNT = jt.Variable(0.0)
     (lambda: jt.vmap(lambda a: a + jt.random.normal(()))(np.ones(3)), jt.UnsupportedError,
      ["random draw", "same for every example"]),
     (lambda: jt.vmap(3), TypeError, ["expected a function", "int"]),
+    (lambda: jt.vmap(lambda a, b: a * b)(np.ones(3), b=np.ones(3)), TypeError,
+     ["vmap(<lambda>)", "keyword arguments (b)", "positionally"]),
+    (lambda: jt.vmap(lambda a: a, out_axes=(0,))(np.ones((3, 2))), ValueError,
+     ["out_axes is (0,)", "does not match one array"]),
+    (lambda: jt.vmap(lambda a: {"a": a}, out_axes={"c": 0})(np.ones(3)), ValueError,
+     ["out_axes is {'c': 0}", "a dict with keys ['a']"]),
     (lambda: jt.vmap(lambda a: _COUNT.assign_add(jt.sum(a)))(np.ones((2, 3))),
      jt.UnsupportedError, ["vmap(<lambda>)", "variable assigned"]),
 ])
