@@ -31,6 +31,7 @@ from .compiler import function as jit  # noqa: F401  (the JAX-style name of func
 from .forward import ForwardAccumulator  # noqa: F401
 from .transforms import hvp, jacfwd, jacrev, jvp, linearize  # noqa: F401
 from .batching import vmap  # noqa: F401
+from .ops import updates as _updates  # noqa: F401  (x.at[idx].set(v): Tensor.at)
 from .codegen.runtime import warmup  # noqa: F401  (compile the runtime helpers ahead)
 from .ops import random  # noqa: F401
 from . import config  # noqa: F401
