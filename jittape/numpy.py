@@ -13,8 +13,6 @@ try:
 except ImportError as _err:      # an op it names is gone: the registry's names
     from .ops import names as _names
     globals().update(_names.stale("numpy_api.py", _err, _names.numpy_namespace()))
-from .ops.elementwise import exp as _exp, log as _log, maximum as _maximum
-from .ops.elementwise import stop_gradient as _stop_gradient
 from .tensor import (  # noqa: F401
     bool_, constant, float16, float32, float64, int8, int16, int32, int64, uint8,
 )
@@ -25,15 +23,6 @@ def array(value, dtype=None):
 
 
 asarray = array
-
-
-def logaddexp(x, y):
-    """log(exp(x) + exp(y)), stably, with NumPy's broadcasting. Written around the larger
-    operand ``m``: ``m + log(exp(x - m) + exp(y - m))`` does not overflow, and since its
-    derivative with respect to ``m`` is zero, ``m`` is held constant, which leaves the
-    exact gradient ``sigmoid(x - y)`` (one half each at a tie)."""
-    m = _stop_gradient(_maximum(x, y))
-    return m + _log(_exp(x - m) + _exp(y - m))
 
 
 newaxis = None

@@ -46,6 +46,15 @@ def sign(x):
     return x - x                  # +0 for either zero (as NumPy), NaN for NaN
 
 
+if hasattr(cuda, "cbrt"):          # CUDA's cube root (numba-cuda types no math.cbrt)
+    cbrt = cuda.cbrt
+else:                              # the simulator's kernels are plain Python
+    @_device
+    def cbrt(x):
+        """np.cbrt for a real scalar."""
+        return math.copysign(abs(x) ** (1.0 / 3.0), x)
+
+
 def blocks(n):
     """Blocks for a grid-stride loop over ``n`` elements."""
     return max(1, min(MAX_BLOCKS, (int(n) + THREADS - 1) // THREADS))

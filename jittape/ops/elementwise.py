@@ -10,6 +10,7 @@ tangent (JVP), and applied to a cotangent, summed back to the input's shape with
 ``unbroadcast``, it is the input's cotangent (VJP).
 """
 
+import math
 import operator
 
 import numpy as np
@@ -50,7 +51,7 @@ def unbroadcast(g, shape):
 
 
 def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None, domain=(-2.0, 2.0),
-                differentiable=True, impl=None, fast=None, costly=False, warns=False):
+                differentiable=True, impl=None, fast=None, costly=False, warns=False, also=()):
     """Declare an elementwise primitive.
 
     ``ufunc`` is the NumPy ufunc the op answers to and whose dtype rule it follows; where
@@ -73,13 +74,18 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
     (``errors.numpy_warnings_at_user``).
 
     ``partials``: one diagonal rule per input (see the module), the op's JVP rules, and
-    its VJP rules once summed back to the input's shape.
+    its VJP rules once summed back to the input's shape; ``zero_partial`` for an input
+    whose derivative is zero wherever it exists (copysign's sign).
+
+    ``also``: more NumPy ufuncs the op answers to, NumPy's aliases that are objects of
+    their own (``np.degrees`` is not ``np.rad2deg``).
     """
     vjp = jvp = None
     if partials is not None:
         jvp = list(partials)
         # (one input: its shape is the output's, nothing to sum back)
-        vjp = list(partials) if ufunc.nin == 1 else [_summed(rule, k) for k, rule in enumerate(partials)]
+        vjp = list(partials) if ufunc.nin == 1 else [rule if rule is zero_partial else _summed(rule, k)
+                                                     for k, rule in enumerate(partials)]
     run = fast or impl or ufunc
     prim = Primitive(name, numpy_warnings_at_user(run) if warns else run, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
                      save=save,
@@ -87,12 +93,17 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
                      domain=domain, differentiable=differentiable,
-                     numpy=(ufunc,) if impl is None else (), ufunc=True)
+                     numpy=(ufunc, *also) if impl is None else (), ufunc=True)
     prim.lowerings["scalar"] = scalar
     return prim
 
 
 _SHAPED = (Tensor, Variable, np.ndarray)
+
+
+def zero_partial(g, out, *args, **params):
+    """The rule of an input the output does not vary with: a zero (None) in both modes."""
+    return None
 
 
 def _summed(rule, k):
@@ -223,6 +234,235 @@ softplus = elementwise("softplus", np.exp, "softplus_{f}({0})", [lambda g, out, 
 relu = elementwise("relu", np.positive, "relu_{f}({0})", [lambda g, out, x: where(greater(out, 0), g, 0)],
                    save=OUTPUT, impl=lambda x: np.maximum(x, 0))
 
+# -- more of NumPy's math functions --------------------------------------------------
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+
+
+def _one_minus_square(x):
+    # (1 - x)(1 + x): 1 - x*x would lose digits where |x| is near 1
+    return multiply(subtract(1, x), add(x, 1))
+
+
+def _wide_code(fn, x, dtype):
+    """Scalar code of ``np.<fn>(x)`` for exp2 and log2, whose float32 fails in Numba next
+    to a float64 one (both declare one LLVM intrinsic ``llvm.<fn>`` of the module, typed
+    by the first use): float32 goes through float64, rounded once more."""
+    if np.dtype(dtype) == np.float32:
+        return f"np.float32(np.{fn}(np.float64({x})))"
+    return f"np.{fn}({x})"
+
+
+# At |x| = 1 the derivatives of arcsin and arccos are g / 0, inf as the formula (and
+# JAX) gives, not NaN; outside [-1, 1] NaN as the value.
+arcsin = elementwise("arcsin", np.arcsin, "np.arcsin({0})",
+                     [lambda g, out, x: divide(g, sqrt(_one_minus_square(x)))],
+                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
+arccos = elementwise("arccos", np.arccos, "np.arccos({0})",
+                     [lambda g, out, x: negative(divide(g, sqrt(_one_minus_square(x))))],
+                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
+arccosh = elementwise("arccosh", np.arccosh, "np.arccosh({0})",
+                      [lambda g, out, x: divide(g, sqrt(multiply(subtract(x, 1), add(x, 1))))],
+                      save=INPUTS, domain=(1.2, 3.0), costly=True, warns=True)
+arctanh = elementwise("arctanh", np.arctanh, "np.arctanh({0})",
+                      [lambda g, out, x: divide(g, _one_minus_square(x))],
+                      save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
+sinh = elementwise("sinh", np.sinh, "np.sinh({0})", [lambda g, out, x: multiply(g, cosh(x))],
+                   save=INPUTS, costly=True, warns=True)
+cosh = elementwise("cosh", np.cosh, "np.cosh({0})", [lambda g, out, x: multiply(g, sinh(x))],
+                   save=INPUTS, costly=True, warns=True)
+log2 = elementwise("log2", np.log2, lambda node: _wide_code("log2", "{0}", node.out.dtype),
+                   [lambda g, out, x: divide(g, multiply(x, LN2))],
+                   save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True)
+log10 = elementwise("log10", np.log10, "np.log10({0})",
+                    [lambda g, out, x: divide(g, multiply(x, LN10))],
+                    save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True)
+exp2 = elementwise("exp2", np.exp2, lambda node: _wide_code("exp2", "{0}", node.out.dtype),
+                   [lambda g, out, x: multiply(g, multiply(out, LN2))],
+                   save=OUTPUT, costly=True, warns=True)
+reciprocal = elementwise("reciprocal", np.reciprocal, "(np.{dtype}(1) / {0})",
+                         [lambda g, out, x: negative(multiply(g, multiply(out, out)))],
+                         save=OUTPUT, domain=(0.5, 2.0), warns=True)
+# infinite slope at 0: the examples keep away from it on both sides
+cbrt = elementwise("cbrt", np.cbrt, "np.cbrt({0})",
+                   [lambda g, out, x: divide(g, multiply(multiply(out, out), 3))],
+                   save=OUTPUT, domain=(0.3, 2.0),
+                   examples=UNARY_EXAMPLES + [ex((2, 3), domain=(-2.0, -0.3))], costly=True)
+fabs = elementwise("fabs", np.fabs, "np.fabs({0})", [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
+deg2rad = elementwise("deg2rad", np.deg2rad, "np.radians({0})",
+                      [lambda g, out, x: multiply(g, math.pi / 180.0)], save=NOTHING, also=(np.radians,))
+rad2deg = elementwise("rad2deg", np.rad2deg, "np.degrees({0})",
+                      [lambda g, out, x: multiply(g, 180.0 / math.pi)], save=NOTHING, also=(np.degrees,))
+
+
+def _sinc_partial(g, out, x):
+    # (cos(pi x) - sinc(x)) / x, and at 0 its limit 0 (the divisor made 1 there so that
+    # no NaN reaches the selected-away side, nor its derivatives)
+    zero = equal(x, 0)
+    slope = divide(subtract(cos(multiply(x, math.pi)), out), where(zero, 1, x))
+    return multiply(g, where(zero, 0, slope))
+
+
+# NumPy's sinc: sin(pi x) / (pi x), 1 at 0 (np.sinc is a function, not a ufunc: np.sin
+# gives its dtype rule)
+sinc = elementwise("sinc", np.sin, "(np.sin(np.{dtype}(3.141592653589793) * {0}) / "
+                   "(np.{dtype}(3.141592653589793) * {0}) if {0} != 0 else np.{dtype}(1))",
+                   [_sinc_partial], save=(True, True), impl=np.sinc, costly=True)
+numpy_dispatch(np.sinc)(sinc)
+
+
+def _ignoring_nan(prefer):
+    """fmax's (fmin's) rules: ``prefer(x, y)`` picks x where maximum (minimum) would, and
+    x also where y is NaN (NumPy's result is then x); y gets the rest."""
+    def x_rule(g, out, x, y):
+        return where(logical_or(prefer(x, y), isnan(y)), g, 0)
+
+    def y_rule(g, out, x, y):
+        return where(logical_or(prefer(x, y), isnan(y)), 0, g)
+    return [x_rule, y_rule]
+
+
+# Selects on the operands, not calls: CUDA's math has no fmax, and a select vectorizes
+fmax = elementwise("fmax", np.fmax, "({0} if ({0} >= {1} or {1} != {1}) else {1})",
+                   _ignoring_nan(lambda x, y: greater_equal(x, y)), save=INPUTS)
+fmin = elementwise("fmin", np.fmin, "({0} if ({0} <= {1} or {1} != {1}) else {1})",
+                   _ignoring_nan(lambda x, y: less_equal(x, y)), save=INPUTS)
+
+
+def _weight(x, out, exp_fn):
+    # exp(x - out) in (0, 1]: no overflow; where x is out (both +inf) the weight is 1
+    # rather than exp(inf - inf)
+    return exp_fn(where(equal(x, out), 0, subtract(x, out)))
+
+
+# NumPy's algorithm, as scalar code: the larger operand plus log1p of exp of minus the
+# difference; at a tie (infinities too) x + ln2; NaN through the difference
+logaddexp = elementwise(
+    "logaddexp", np.logaddexp,
+    "(({0} + np.{dtype}(0.6931471805599453)) if {0} == {1} else "
+    "(({0} + np.log1p(np.exp({1} - {0}))) if {0} > {1} else "
+    "(({1} + np.log1p(np.exp({0} - {1}))) if {0} < {1} else ({0} - {1}))))", [
+        lambda g, out, x, y: multiply(g, _weight(x, out, exp)),
+        lambda g, out, x, y: multiply(g, _weight(y, out, exp)),
+    ], save=(True, True), domain=(-6.0, 6.0), costly=True)
+
+
+def _logaddexp2_scalar(node):
+    # as logaddexp, in base 2: log2(1 + v) is log1p(v) / ln2
+    dtype = node.out.dtype
+    return ("(({0} + np.{dtype}(1)) if {0} == {1} else "
+            "(({0} + np.{dtype}(1.4426950408889634) * np.log1p(%s)) if {0} > {1} else "
+            "(({1} + np.{dtype}(1.4426950408889634) * np.log1p(%s)) if {0} < {1} else "
+            "({0} - {1}))))") % (_wide_code("exp2", "{1} - {0}", dtype),
+                                  _wide_code("exp2", "{0} - {1}", dtype))
+
+
+logaddexp2 = elementwise(
+    "logaddexp2", np.logaddexp2, _logaddexp2_scalar, [
+        lambda g, out, x, y: multiply(g, _weight(x, out, exp2)),
+        lambda g, out, x, y: multiply(g, _weight(y, out, exp2)),
+    ], save=(True, True), domain=(-6.0, 6.0), costly=True)
+
+
+def _squared_norm(y, x):
+    # a Python operand squared in Python: an op on two Python scalars would be a strongly
+    # typed float64 tensor and widen a float32 cotangent
+    return add(*[v * v if v.__class__ in (int, float) else multiply(v, v) for v in (y, x)])
+
+
+# arctan2(y, x): the domain keeps y > 0, off the branch cut (y = 0, x < 0) and the origin
+arctan2 = elementwise("arctan2", np.arctan2, "np.arctan2({0}, {1})", [
+    lambda g, out, y, x: divide(multiply(g, x), _squared_norm(y, x)),
+    lambda g, out, y, x: negative(divide(multiply(g, y), _squared_norm(y, x))),
+], save=INPUTS, domain=((0.2, 2.0), (-2.0, 2.0)), costly=True)
+
+
+def _hypot_partial(k):
+    # x / hypot(x, y), with 0 at the origin (JAX's choice) where it would be 0 / 0
+    def rule(g, out, x, y):
+        return divide(multiply(g, (x, y)[k]), where(equal(out, 0), 1, out))
+    return rule
+
+
+hypot = elementwise("hypot", np.hypot, "np.hypot({0}, {1})", [_hypot_partial(0), _hypot_partial(1)],
+                    save=(True, True), costly=True)
+
+# copysign(x, y) = |x| with y's sign: the slope in x is sign(x) times that sign, which
+# is sign(out) * sign(x) (0 at x = 0, as abs's); none in y (a jump at 0, flat elsewhere)
+copysign = elementwise("copysign", np.copysign, "np.copysign({0}, {1})", [
+    lambda g, out, x, y: multiply(g, multiply(sign(x), sign(out))),
+    zero_partial,
+], save=((True, False), True))
+
+# -- rounding (no gradient) -------------------------------------------------------------
+
+# Adding 2^52 (2^23 in float32) to a smaller magnitude rounds it to an integer, to even
+# at a tie, as rint does: arithmetic only (math, and so CUDA's kernels, have no rint,
+# and a select vectorizes where a call would not)
+_ROUNDER = {np.dtype(np.float64): "4503599627370496.0", np.dtype(np.float32): "8388608.0"}
+
+
+def _rint_code(x, dtype):
+    """Scalar code of NumPy's rint of the expression ``x`` of float ``dtype``."""
+    big = f"np.{dtype.name}({_ROUNDER[dtype]})"
+    size = f"np.abs({x})"
+    return f"np.copysign((({size} + {big}) - {big}) if {size} < {big} else {size}, {x})"
+
+
+def _rint_scalar(node):
+    dtype = node.out.dtype
+    return _rint_code("{0}", dtype) if dtype in _ROUNDER else "np.rint({0})"
+
+
+floor = elementwise("floor", np.floor, "np.floor({0})", differentiable=False)
+ceil = elementwise("ceil", np.ceil, "np.ceil({0})", differentiable=False)
+# (floor or ceil by the sign: CUDA's simulator cannot take math.trunc of a NumPy float32)
+trunc = elementwise("trunc", np.trunc, "(np.floor({0}) if {0} >= 0 else np.ceil({0}))",
+                    differentiable=False)
+rint = elementwise("rint", np.rint, _rint_scalar, differentiable=False)
+
+
+def _round_impl(x, decimals=0):
+    return np.round(x, decimals)
+
+
+def _round_scalar(node):
+    """NumPy's round: rint(x * 10^d) / 10^d, or rint(x / 10^-d) * 10^-d for d < 0, in
+    the value's dtype; an integer is kept for d >= 0 (and rounded in float64 else)."""
+    d = node.params.get("decimals", 0)
+    dtype = node.out.dtype
+    if dtype.kind != "f" and d >= 0:
+        return "{0}"
+    work = dtype if dtype in _ROUNDER else np.dtype(np.float64)
+    scale = f"np.{work.name}({float(10.0 ** (d if d > 0 else -d))!r})"
+    x = f"np.{work.name}({{0}})" if work != dtype else "{0}"
+    if d == 0:
+        code = _rint_code(x, work)
+    elif d > 0:
+        code = f"({_rint_code(f'({x} * {scale})', work)} / {scale})"
+    else:
+        code = f"({_rint_code(f'({x} / {scale})', work)} * {scale})"
+    return code if work == dtype else f"np.{dtype.name}({code})"
+
+
+_round = elementwise("round", np.positive, _round_scalar, differentiable=False, impl=_round_impl,
+                     examples=[ex((2, 3), decimals=0), ex((3,), decimals=2), ex((), decimals=1),
+                               ex((2, 1, 3), decimals=-1)], domain=(-60.0, 60.0))
+
+
+@numpy_dispatch(np.round, np.around)
+def round(a, decimals=0, out=None):
+    """``a`` rounded to ``decimals`` decimals (negative: to tens, hundreds, ...), halves
+    to even, as NumPy rounds; no gradient (a zero one)."""
+    if out is not None:
+        raise UnsupportedError(at_user_line(
+            f"round: out= is not supported on jittape tensors (a of shape {shape_of(a)}): a "
+            "tensor is never written in place; use the result"))
+    return _round.bind(a, decimals=operator.index(decimals))
+
+
+around = round
+
 # -- comparisons and logic (no gradient) ----------------------------------------------
 
 equal = elementwise("equal", np.equal, "({0} == {1})", differentiable=False, fast=operator.eq)
@@ -310,3 +550,44 @@ def clip(x, a_min=None, a_max=None):
     if a_max is not None:
         x = minimum(x, a_max)
     return x
+
+
+def _nan_to_num_impl(x, nan=0.0, posinf=None, neginf=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def _float_code(value, dtype):
+    if np.isnan(value):
+        return f"np.{dtype.name}(np.nan)"
+    if np.isinf(value):
+        return f"np.{dtype.name}({'-' if value < 0 else ''}np.inf)"
+    return f"np.{dtype.name}({float(dtype.type(value))!r})"
+
+
+def _nan_to_num_scalar(node):
+    dtype = node.out.dtype
+    if dtype.kind != "f":
+        return "{0}"
+    p, info = node.params, np.finfo(dtype)
+    posinf = info.max if p.get("posinf") is None else p["posinf"]
+    neginf = info.min if p.get("neginf") is None else p["neginf"]
+    return (f"({{0}} if np.isfinite({{0}}) else ({_float_code(p.get('nan', 0.0), dtype)} "
+            f"if {{0}} != {{0}} else ({_float_code(posinf, dtype)} if {{0}} > 0 else "
+            f"{_float_code(neginf, dtype)})))")
+
+
+# The gradient passes where the value is kept (finite), and is zero where a constant
+# replaced it
+_nan_to_num = elementwise("nan_to_num", np.positive, _nan_to_num_scalar,
+                          [lambda g, out, x, **params: where(isfinite(x), g, 0)],
+                          save=INPUTS, impl=_nan_to_num_impl)
+
+
+@numpy_dispatch(np.nan_to_num)
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """``x`` with NaN replaced by ``nan``, inf by ``posinf`` and -inf by ``neginf`` (None:
+    the dtype's largest and smallest finite values), as NumPy's; the gradient passes
+    through the finite elements and is zero at the replaced ones. ``copy`` is accepted
+    for NumPy's signature (a tensor is never changed in place)."""
+    return _nan_to_num.bind(x, nan=float(nan), posinf=None if posinf is None else float(posinf),
+                            neginf=None if neginf is None else float(neginf))
