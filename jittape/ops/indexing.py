@@ -7,6 +7,9 @@ zeros (adding where indices repeat), and whose own VJP is ``getitem`` again. Int
 indices are checked against the sizes once per call, index arrays at each access.
 """
 
+import builtins
+import operator
+
 import numpy as np
 
 from .. import ir
@@ -15,9 +18,16 @@ from ..tensor import Tensor
 from . import elementwise as _ew
 from .core import (Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch,
                    public, same_size, shape_of)
-from .shape import _as_size, _ndim, _shape, expand_dims, reshape
+from .shape import (_as_size, _ndim, _shape, atleast_1d, atleast_2d, axis_index, exact_sizes,
+                    expand_dims, reshape, transpose)
 
 # -- joining: concatenate, stack ------------------------------------------------------
+
+def _joined_dtype(xs):
+    """The dtype of a join: NumPy's promotion, a Python number weak (it does not widen a
+    float32 tensor), as the eager op's operands give it."""
+    return np.result_type(*[getattr(x, "dtype", x) for x in xs])
+
 
 def _concat_abstract(*xs, axis):
     shapes = [shape_of(x) for x in xs]
@@ -32,7 +42,7 @@ def _concat_abstract(*xs, axis):
                 same_size("concatenate", a, b, "the sizes of the other axes differ")
     out = list(first)
     out[axis] = sum(s[axis] for s in shapes)
-    dtype = np.result_type(*[x.dtype for x in xs])
+    dtype = _joined_dtype(xs)
     return Aval(tuple(out), dtype)
 
 
@@ -92,7 +102,7 @@ def _stack_abstract(*xs, axis):
             same_size("stack", a, b, "the arrays' shapes differ")
     out = list(first)
     out.insert(axis, len(xs))
-    return Aval(tuple(out), np.result_type(*[x.dtype for x in xs]))
+    return Aval(tuple(out), _joined_dtype(xs))
 
 
 def _stack_vjp(k, g, out, *xs, axis):
@@ -123,6 +133,9 @@ def stack(xs, axis=0):
                                       f"{', '.join(str(_shape(x)) for x in xs)}"))
     if len(xs) == 1:
         return expand_dims(xs[0], axis)
+    # a Python number is an array of the join's dtype (weak: a float32 tensor stays float32)
+    dtype = _joined_dtype(xs)
+    xs = [np.asarray(x, dtype) if isinstance(x, (bool, int, float)) else x for x in xs]
     return _stack.bind(*xs, axis=axis)
 
 
@@ -363,6 +376,222 @@ def take(x, indices, axis=None):
 def gather(params, indices, axis=0):
     """TensorFlow's name for ``take`` (with its default ``axis=0``)."""
     return take(params, indices, axis=axis)
+
+
+
+# -- joins and splits on concatenate and slices --------------------------------------------
+
+def _as_dtype(xs, dtype):
+    return xs if dtype is None else [_ew.cast(x, dtype) for x in xs]
+
+
+def _sequence(op, tup):
+    if isinstance(tup, Tensor) or isinstance(tup, np.ndarray):
+        raise TypeError(at_user_line(
+            f"{op}: arrays to stack must be passed as a sequence (a list or tuple), got a "
+            f"tensor of shape {_shape(tup)}"))
+    xs = list(tup)
+    if not xs:
+        raise ValueError(at_user_line(f"{op}: need at least one array to concatenate"))
+    return xs
+
+
+def _joined(xs, axis):
+    # (concatenate of one tensor is that tensor: the composite returns it as it is)
+    return concatenate(xs, axis)
+
+
+@composite(examples=[ex((3,), (3,), ), ex((2, 3), (1, 3), )],
+           numpy=(np.vstack,), call=lambda *xs: vstack(list(xs)))
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    """Tensors stacked as rows (along axis 0, 1-d ones as rows of one)."""
+    xs = _as_dtype([atleast_2d(x) for x in _sequence("vstack", tup)], dtype)
+    return _joined(xs, 0)
+
+
+@composite(examples=[ex((3,), (2,), ), ex((2, 3), (2, 1), )],
+           numpy=(np.hstack,), call=lambda *xs: hstack(list(xs)))
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    """Tensors joined as columns (along axis 1; 1-d ones end to end)."""
+    xs = _as_dtype([atleast_1d(x) for x in _sequence("hstack", tup)], dtype)
+    return _joined(xs, 0 if _ndim(xs[0]) == 1 else 1)
+
+
+def _column(x):
+    return reshape(x, (-1, 1)) if _ndim(x) < 2 else x
+
+
+@composite(examples=[ex((3,), (3,), ), ex((3,), (3, 2), )],
+           numpy=(np.column_stack,), call=lambda *xs: column_stack(list(xs)))
+def column_stack(tup):
+    """1-d tensors as the columns of a 2-d one (2-d ones joined as they are, along axis 1)."""
+    return _joined([_column(x) for x in _sequence("column_stack", tup)], 1)
+
+
+@composite(examples=[ex((2, 3), (2,)), ex((2, 3), (1, 3), axis=0)], numpy=(np.append,))
+def append(arr, values, axis=None):
+    """``values`` joined after ``arr`` along ``axis`` (both flattened if None)."""
+    if axis is None:
+        arr = reshape(arr, (-1,)) if _ndim(arr) != 1 else arr
+        values = reshape(values, (-1,))
+        axis = 0
+    return concatenate([arr, values], axis)
+
+
+def _split_points(op, n, indices_or_sections, shape):
+    """The cut points of ``array_split``: NumPy's, for a count (parts as equal as can be,
+    the first ones a row larger) or a list of indices."""
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ShapeError(at_user_line(
+                f"{op}: number sections must be larger than 0, got {sections} (shape {shape})"))
+        each, extras = divmod(n, sections)
+        sizes = [0] + extras * [each + 1] + (sections - extras) * [each]
+        return list(np.cumsum(sizes)), True
+    points = [operator.index(i) for i in indices_or_sections]
+    return [0] + points + [n], False
+
+
+def _flat_parts(parts):
+    """A split's parts flattened and joined again, for the op tests (one tensor out)."""
+    return concatenate([reshape(p, (-1,)) for p in parts], 0)
+
+
+@composite(examples=[ex((5, 2), indices_or_sections=3)],
+           numpy=(np.array_split,), call=lambda x, **p: _flat_parts(array_split(x, **p)))
+def array_split(ary, indices_or_sections, axis=0):
+    """``ary`` cut along ``axis`` into ``indices_or_sections`` parts (as equal as can be)
+    or at the given indices: a list of views."""
+    axis = axis_index("array_split", axis, _shape(ary))
+    n = _shape(ary)[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        exact_sizes()                      # the parts' sizes follow the size of the axis
+        n = int(n)
+    points, _ = _split_points("array_split", n, indices_or_sections, _shape(ary))
+    return [slice_axis(ary, axis, int(a) if not isinstance(a, ir.Dim) else a,
+                       int(b) if not isinstance(b, ir.Dim) else b)
+            for a, b in zip(points[:-1], points[1:])]
+
+
+@composite(examples=[ex((2, 6), indices_or_sections=[2, 5], axis=-1)],
+           numpy=(np.split,), call=lambda x, **p: _flat_parts(split(x, **p)))
+def split(ary, indices_or_sections, axis=0):
+    """``ary`` cut along ``axis`` into ``indices_or_sections`` equal parts, or at the
+    given indices: a list of views."""
+    axis = axis_index("split", axis, _shape(ary))
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = int(_shape(ary)[axis])
+        if indices_or_sections > 0 and n % int(indices_or_sections):
+            raise ShapeError(at_user_line(
+                f"split: array split does not result in an equal division (axis {axis} of "
+                f"size {n} into {int(indices_or_sections)}; shape {_shape(ary)})"))
+    return array_split(ary, indices_or_sections, axis)
+
+
+@composite(examples=[ex((4, 3), indices_or_sections=2)],
+           numpy=(np.vsplit,), call=lambda x, **p: _flat_parts(vsplit(x, **p)))
+def vsplit(ary, indices_or_sections):
+    """``split`` along axis 0 (of a tensor of two or more axes)."""
+    if _ndim(ary) < 2:
+        raise ShapeError(at_user_line(
+            f"vsplit: vsplit only works on arrays of 2 or more dimensions (shape {_shape(ary)})"))
+    return split(ary, indices_or_sections, 0)
+
+
+@composite(examples=[ex((2, 4), indices_or_sections=2),
+                     ex((6,), indices_or_sections=[1])],
+           numpy=(np.hsplit,), call=lambda x, **p: _flat_parts(hsplit(x, **p)))
+def hsplit(ary, indices_or_sections):
+    """``split`` along axis 1 (axis 0 of a 1-d tensor)."""
+    if _ndim(ary) == 0:
+        raise ShapeError(at_user_line(
+            "hsplit: hsplit only works on arrays of 1 or more dimensions (shape ())"))
+    return split(ary, indices_or_sections, 1 if _ndim(ary) > 1 else 0)
+
+
+# -- diagonals and triangles ------------------------------------------------------------
+
+@composite(examples=[ex((2, 3)), ex((3, 4, 2), offset=-1, axis1=2, axis2=0)],
+           numpy=(np.diagonal,))
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """The diagonal at ``offset`` of the planes of axes ``axis1`` and ``axis2``: those two
+    axes removed, the diagonal's added last (a gather; its gradient a scatter)."""
+    return _diagonal("diagonal", a, offset, axis1, axis2)
+
+
+def _diagonal(op, a, offset, axis1, axis2):
+    shape = _shape(a)
+    if len(shape) < 2:
+        raise ShapeError(at_user_line(
+            f"{op}: diag requires an array of at least two dimensions (shape {shape})"))
+    a1 = axis_index(op, axis1, shape, "axis1")
+    a2 = axis_index(op, axis2, shape, "axis2")
+    if a1 == a2:
+        raise ShapeError(at_user_line(
+            f"{op}: axis1 and axis2 cannot be the same (axis {a1}, shape {shape})"))
+    exact_sizes()                                   # which elements: the sizes decide
+    offset = operator.index(offset)
+    rows0, cols0 = builtins.max(-offset, 0), builtins.max(offset, 0)
+    length = builtins.max(0, builtins.min(int(shape[a1]) - rows0, int(shape[a2]) - cols0))
+    steps = np.arange(length)
+    rest = [k for k in range(len(shape)) if k not in (a1, a2)]
+    moved = transpose(a, rest + [a1, a2])
+    return getitem(moved, (Ellipsis, steps + rows0, steps + cols0))
+
+
+@composite(examples=[ex((2,), k=1), ex((3, 4), k=-1)], numpy=(np.diag,))
+def diag(v, k=0):
+    """A 1-d ``v`` as the ``k``-th diagonal of a square matrix; a 2-d ``v``'s ``k``-th
+    diagonal."""
+    ndim = _ndim(v)
+    if ndim == 2:
+        return diagonal(v, k)
+    if ndim != 1:
+        raise ShapeError(at_user_line(f"diag: Input must be 1- or 2-d (shape {_shape(v)})"))
+    exact_sizes()
+    k = operator.index(k)
+    n = int(_shape(v)[0])
+    size = n + builtins.abs(k)
+    steps = np.arange(n)
+    rows, cols = steps + builtins.max(-k, 0), steps + builtins.max(k, 0)
+    return _index_add.bind(v, rows, cols, index=(("array", 0), ("array", 1)),
+                           shape=(size, size))
+
+
+@composite(examples=[ex((3, 3)), ex((2, 3, 4), offset=1, axis1=1, axis2=2)],
+           numpy=(np.trace,))
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """Sum along the diagonal (of the planes of ``axis1`` and ``axis2``)."""
+    from .reduce import _no_out, sum as _sum_over
+    _no_out("trace", out)
+    if dtype is not None:
+        a = _ew.cast(a, dtype)
+    return _sum_over(_diagonal("trace", a, offset, axis1, axis2), axis=-1)
+
+
+def _triangle(op, m, k, lower):
+    shape = _shape(m)
+    if not shape:
+        raise ShapeError(at_user_line(f"{op}: a 0-d value has no triangle (shape ())"))
+    exact_sizes()
+    k = operator.index(k)
+    n, cols = (int(shape[-1]), int(shape[-1])) if len(shape) == 1 else (int(shape[-2]),
+                                                                        int(shape[-1]))
+    mask = np.tri(n, cols, k if lower else k - 1, dtype=bool)
+    return _ew.where(mask, m, 0) if lower else _ew.where(mask, 0, m)
+
+
+@composite(examples=[ex((3, 3)), ex((2, 3, 4), k=1), ex((3,), k=-1)], numpy=(np.tril,))
+def tril(m, k=0):
+    """``m`` with the elements above the ``k``-th diagonal set to zero."""
+    return _triangle("tril", m, k, True)
+
+
+@composite(examples=[ex((3, 3)), ex((3, 4), k=-1)], numpy=(np.triu,))
+def triu(m, k=0):
+    """``m`` with the elements below the ``k``-th diagonal set to zero."""
+    return _triangle("triu", m, k, False)
 
 
 # -- lowerings ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Linear algebra: matmul (NumPy's rules, batched), dot, outer, einsum.
+"""Linear algebra: matmul (NumPy's rules, batched), dot, outer, einsum, and on them
+inner, tensordot and kron.
 
 ``einsum`` takes one or two operands with explicit or implicit output; each index
 appears at most once per operand (no diagonals) and ``...`` is not supported.
@@ -161,6 +162,79 @@ def einsum(spec, *operands):
     """Einstein summation over one or two operands, e.g. ``einsum('bij,bjk->bik', a, b)``."""
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
+
+
+# -- contractions on einsum and broadcasting -----------------------------------------------
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _contracted_axes(axes):
+    """NumPy's ``axes`` argument of tensordot as two lists (a's axes, b's axes)."""
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        return list(range(-n, 0)) if n else [], list(range(n))
+    axes_a, axes_b = axes
+    as_list = (lambda v: [int(v)] if isinstance(v, (int, np.integer)) else [int(i) for i in v])
+    return as_list(axes_a), as_list(axes_b)
+
+
+@composite(examples=[ex((2, 3, 4), (3, 4, 2)), ex((2, 3), (4, 2), axes=([0], [1]))],
+           numpy=(np.tensordot,))
+def tensordot(a, b, axes=2):
+    """Sum of products over ``axes`` of ``a`` and ``b`` (an int: the last ``axes`` of
+    ``a`` with the first of ``b``; or two lists of axes): ``a``'s other axes, then ``b``'s."""
+    sa, sb = _sh._shape(a), _sh._shape(b)
+    axes_a, axes_b = _contracted_axes(axes)
+    if len(axes_a) != len(axes_b):
+        raise ShapeError(at_user_line(
+            f"tensordot: shape-mismatch for sum (axes {axes_a} of {sa} and {axes_b} of {sb})"))
+    axes_a = [_sh.axis_index("tensordot", k, sa) for k in axes_a]
+    axes_b = [_sh.axis_index("tensordot", k, sb) for k in axes_b]
+    if any(sa[i] != sb[j] for i, j in zip(axes_a, axes_b)):
+        raise ShapeError(at_user_line(
+            f"tensordot: shape-mismatch for sum (axes {axes_a} of {sa} and {axes_b} of {sb})"))
+    if not sa or not sb:
+        return _ew.multiply(a, b)
+    if len(sa) + len(sb) - len(axes_a) > len(_LETTERS):
+        raise UnsupportedError(at_user_line(
+            f"tensordot: too many axes ({sa} and {sb}; at most {len(_LETTERS)} in all)"))
+    letters = iter(_LETTERS)
+    ia = [next(letters) for _ in sa]
+    ib = [next(letters) for _ in sb]
+    for i, j in zip(axes_a, axes_b):
+        ib[j] = ia[i]
+    out = [c for k, c in enumerate(ia) if k not in axes_a] + [
+        c for k, c in enumerate(ib) if k not in axes_b]
+    return einsum(f"{''.join(ia)},{''.join(ib)}->{''.join(out)}", a, b)
+
+
+@composite(examples=[ex((3,), (3,)), ex((2, 3), (4, 3)), ex((2,), ())], numpy=(np.inner,))
+def inner(a, b):
+    """Sum of products over the last axes of ``a`` and ``b`` (a product with a 0-d one)."""
+    sa, sb = _sh._shape(a), _sh._shape(b)
+    if not sa or not sb:
+        return _ew.multiply(a, b)
+    if sa[-1] != sb[-1]:
+        raise ShapeError(at_user_line(
+            f"inner: shapes {sa} and {sb} not aligned: {sa[-1]} (dim {len(sa) - 1}) != "
+            f"{sb[-1]} (dim {len(sb) - 1})"))
+    return tensordot(a, b, ([-1], [-1]))
+
+
+@composite(examples=[ex((2, 2), (1, 3)), ex((2,), (2, 2))], numpy=(np.kron,))
+def kron(a, b):
+    """Kronecker product: blocks of ``b`` scaled by each element of ``a``."""
+    sa, sb = _sh._shape(a), _sh._shape(b)
+    if not sa or not sb:
+        return _ew.multiply(a, b)
+    nd = max(len(sa), len(sb))
+    sa = (1,) * (nd - len(sa)) + tuple(sa)
+    sb = (1,) * (nd - len(sb)) + tuple(sb)
+    # a as (a0, 1, a1, 1, ...) times b as (1, b0, 1, b1, ...): each pair of axes one axis
+    a = _sh.reshape(a, tuple(v for n in sa for v in (n, 1)))
+    b = _sh.reshape(b, tuple(v for n in sb for v in (1, n)))
+    return _sh.reshape(_ew.multiply(a, b), tuple(m * n for m, n in zip(sa, sb)))
 
 
 # -- lowerings ---------------------------------------------------------------------------

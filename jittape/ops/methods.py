@@ -11,9 +11,9 @@ from .elementwise import (abs, add, cast, clip, divide, equal, floor_divide, gre
                           greater_equal, identity, less, less_equal, logical_and, logical_not,
                           logical_or, mod, multiply, negative, not_equal, power, subtract)
 from .linalg import dot, matmul
-from .reduce import max, mean, min, prod, sum
-from .indexing import getitem
-from .shape import reshape, squeeze, transpose
+from .reduce import cumprod, cumsum, max, mean, min, prod, std, sum, var
+from .indexing import diagonal, getitem, trace
+from .shape import ravel, repeat, reshape, squeeze, swapaxes, transpose
 
 class TensorMethods:
     """Set on ``Tensor`` (and so on ``Variable``) by ``install``."""
@@ -135,10 +135,35 @@ class TensorMethods:
     def squeeze(self, axis=None):
         return squeeze(self, axis)
 
-    def ravel(self):
-        return reshape(self, (-1,))
+    def ravel(self, order="C"):
+        return ravel(self, order)
 
-    flatten = ravel
+    def flatten(self, order="C"):
+        return ravel(self, order)           # (a new tensor: tensors are never written to)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return var(self, axis, dtype, out, ddof, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return std(self, axis, dtype, out, ddof, keepdims)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return cumprod(self, axis, dtype, out)
+
+    def swapaxes(self, axis1, axis2):
+        return swapaxes(self, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+        return trace(self, offset, axis1, axis2, dtype, out)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return diagonal(self, offset, axis1, axis2)
+
+    def repeat(self, repeats, axis=None):
+        return repeat(self, repeats, axis)
 
     def astype(self, dtype):
         return cast(self, dtype)

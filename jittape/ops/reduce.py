@@ -8,7 +8,7 @@ TensorFlow alias ``reduce_mean`` keeps an integer dtype, as TensorFlow does.
 import numpy as np
 
 from .. import ir
-from ..errors import ShapeError, at_user_line
+from ..errors import ShapeError, UnsupportedError, at_user_line
 from . import elementwise as _ew
 from . import shape as _shape
 from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, public, shape_of
@@ -191,15 +191,16 @@ def prod(x, axis=None, keepdims=False):
                       keepdims=bool(keepdims))
 
 
-def count(x, axis):
+def count(x, axis, op="mean"):
     """The number of elements a reduction over ``axis`` combines."""
     shape = np.shape(x) if not hasattr(x, "shape") else x.shape
     if not shape and isinstance(axis, (int, np.integer)):
         # NumPy's mean checks each axis against the rank before it counts: unlike its
         # sum, max, min and prod it rejects axis 0 and -1 on a 0-d value
-        raise ShapeError(at_user_line(f"mean: axis {int(axis)} is out of bounds for rank 0"))
+        raise ShapeError(at_user_line(
+            f"{op}: axis {int(axis)} is out of bounds for rank 0 (shape ())"))
     n = 1
-    for a in normalize_axes("mean", axis, len(shape)):
+    for a in normalize_axes(op, axis, len(shape)):
         n *= shape[a]
     return n
 
@@ -233,6 +234,259 @@ def logsumexp(x, axis=None, keepdims=False):
     if not keepdims:
         out = _shape.reshape(out, _reduced_shape(out.shape, axis, False))
     return out
+
+
+# -- statistics: compositions of sum, mean, max and min ----------------------------------
+
+def _no_out(op, out):
+    if out is not None:
+        raise UnsupportedError(at_user_line(
+            f"{op}: out= is not supported (tensors are not written in place); use the "
+            "returned value"))
+
+
+def _dtype_of(x):
+    dtype = getattr(x, "dtype", None)
+    return np.asarray(x).dtype if dtype is None else np.dtype(dtype)
+
+
+def _statistic_input(x, dtype):
+    """``x`` as NumPy's statistics compute with it: in ``dtype`` if given, integers and
+    booleans as float64."""
+    if dtype is not None:
+        x = _ew.cast(x, dtype)
+    return _ew.cast(x, np.float64) if _dtype_of(x).kind in "iub" else x
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1, ddof=1),
+                     ex((2, 1, 4), axis=(0, 2), keepdims=True)], numpy=(np.var,))
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """Variance: the squared deviations from the mean, summed over ``axis`` and divided
+    by ``n - ddof`` (NumPy's var)."""
+    _no_out("var", out)
+    x = _statistic_input(x, dtype)
+    axes = _shape.axes_of("var", axis, _shape._shape(x))
+    n = count(x, axis, "var")
+    d = _ew.subtract(x, mean(x, axes, keepdims=True))
+    if not isinstance(ddof, (int, np.integer)):
+        _shape.exact_sizes()            # a fractional divisor cannot follow the sizes
+        n = int(n)
+    # NumPy divides by max(n - ddof, 0): no degrees of freedom left gives inf or nan
+    divisor = n - ddof if n - ddof > 0 else 0
+    return _ew.divide(sum(_ew.multiply(d, d), axes, keepdims), divisor)
+
+
+@composite(examples=[ex((2, 3)), ex((3, 2), axis=-1, ddof=1, keepdims=True)],
+           numpy=(np.std,))
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """Standard deviation: the square root of ``var`` (its gradient is infinite where
+    all the elements are equal, as the square root's is at 0)."""
+    _no_out("std", out)
+    x = _statistic_input(x, dtype)
+    _shape.axes_of("std", axis, _shape._shape(x))             # (a bad axis names std)
+    count(x, axis, "std")
+    return _ew.sqrt(var(x, axis, ddof=ddof, keepdims=keepdims))
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1, keepdims=True)], numpy=(np.nansum,))
+def nansum(x, axis=None, dtype=None, out=None, keepdims=False):
+    """Sum with NaNs counted as zero (their gradient is zero)."""
+    _no_out("nansum", out)
+    if dtype is not None:
+        x = _ew.cast(x, dtype)
+    _shape.axes_of("nansum", axis, _shape._shape(x))
+    if _dtype_of(x).kind in "fc":
+        x = _ew.where(_ew.isnan(x), 0, x)
+    return sum(x, axis, keepdims)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=0)], numpy=(np.nanmean,))
+def nanmean(x, axis=None, dtype=None, out=None, keepdims=False):
+    """Mean of the elements that are not NaN (NaN where all are; the NaNs' gradient is
+    zero)."""
+    _no_out("nanmean", out)
+    if dtype is not None:
+        x = _ew.cast(x, dtype)
+    _shape.axes_of("nanmean", axis, _shape._shape(x))
+    if _dtype_of(x).kind not in "fc":
+        return mean(x, axis, keepdims)
+    kept = _ew.logical_not(_ew.isnan(x))
+    total = sum(_ew.where(kept, x, 0), axis, keepdims)
+    return _ew.divide(total, sum(_ew.cast(kept, _dtype_of(x)), axis, keepdims))
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=0, keepdims=True)], numpy=(np.ptp,))
+def ptp(x, axis=None, out=None, keepdims=False):
+    """Range (peak to peak): ``max - min`` over ``axis``."""
+    _no_out("ptp", out)
+    axes = _shape.axes_of("ptp", axis, _shape._shape(x))
+    return _ew.subtract(max(x, axes, keepdims), min(x, axes, keepdims))
+
+
+def _average_call(a, weights=None, **params):
+    return average(a, weights=weights, **params)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), (2, 3), axis=1, domain=((-2.0, 2.0), (0.5, 2.0))),
+                     ex((2, 3), (3,), axis=-1, domain=((-2.0, 2.0), (0.5, 2.0))),
+                     ex((2, 3), (2, 3), domain=((-2.0, 2.0), (0.5, 2.0)), keepdims=True)],
+           numpy=(np.average,), call=_average_call)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """Weighted mean: ``sum(a * weights) / sum(weights)`` over ``axis``; ``weights`` of
+    ``a``'s shape, or 1-d along one ``axis``. With ``returned``, also the sum of the
+    weights (broadcast to the result's shape)."""
+    shape = np.shape(a) if not hasattr(a, "shape") else tuple(a.shape)
+    axes = _shape.axes_of("average", axis, shape)
+    n = count(a, axis, "average")
+    if _dtype_of(a).kind in "iub":
+        a = _ew.cast(a, np.result_type(_dtype_of(a), np.float64) if weights is None else
+                     np.result_type(_dtype_of(a), _dtype_of(weights), np.float64))
+    if weights is None:
+        avg = mean(a, axes, keepdims)
+        if not returned:
+            return avg
+        return avg, _shape.broadcast_to(_ew.cast(n, avg.dtype), avg.shape)
+    wshape = np.shape(weights) if not hasattr(weights, "shape") else tuple(weights.shape)
+    if wshape != shape:
+        if axis is None:
+            raise TypeError(at_user_line(
+                f"average: axis must be specified when shapes of a and weights differ "
+                f"({shape} and {wshape})"))
+        if len(wshape) != 1 or len(axes) != 1:
+            raise TypeError(at_user_line(
+                f"average: 1D weights expected when shapes of a and weights differ "
+                f"({shape} and {wshape}, axis {axis})"))
+        if wshape[0] != shape[axes[0]]:
+            raise ShapeError(at_user_line(
+                f"average: Length of weights not compatible with specified axis "
+                f"({shape} and {wshape}, axis {axis})"))
+        spread = [1] * len(shape)
+        spread[axes[0]] = wshape[0]
+        weights = _shape.broadcast_to(_shape.reshape(weights, tuple(spread)), shape)
+    total = sum(_ew.multiply(a, weights), axes, keepdims)
+    scale = sum(weights, axes, keepdims)
+    if _dtype_of(scale) != _dtype_of(total):
+        scale = _ew.cast(scale, _dtype_of(total))
+    avg = _ew.divide(total, scale)
+    if not returned:
+        return avg
+    return avg, _shape.broadcast_to(scale, avg.shape)
+
+
+# -- cumulative sums and products: primitives along one axis ----------------------------
+# A composite (a sum of masked copies, a product of shifted ones) would be quadratic in
+# the axis's length; the primitive is one pass, and its VJP a pass the other way.
+
+def _cumulative_abstract(name):
+    def abstract(x, axis, reverse=False):
+        shape = shape_of(x)
+        if not 0 <= axis < len(shape):
+            raise ShapeError(at_user_line(
+                f"{name}: axis {axis} is out of bounds for rank {len(shape)}"))
+        return Aval(shape, x.dtype)
+    return abstract
+
+
+def _cumsum_impl(x, axis, reverse=False):
+    x = np.asarray(x)
+    if reverse:
+        return np.ascontiguousarray(np.flip(np.cumsum(np.flip(x, axis), axis, x.dtype), axis))
+    return np.cumsum(x, axis, x.dtype)
+
+
+_cumsum = Primitive(
+    "cumsum", _cumsum_impl, abstract=_cumulative_abstract("cumsum"),
+    vjp=[lambda g, out, x, axis, reverse=False: _cumsum.bind(g, axis=axis, reverse=not reverse)],
+    jvp=[lambda t, out, x, axis, reverse=False: _cumsum.bind(t, axis=axis, reverse=reverse)],
+    save=(False, False), public=False,
+    examples=[ex((4,), axis=0), ex((2, 3), axis=1), ex((2, 3, 2), axis=0)])
+
+
+def _before_first_zero(x, axis):
+    """Along ``axis``: where no zero has come yet (``before``), the first zero
+    (``first``), the nonzeros between it and the next zero (``between``), ``x`` with ones
+    from the first zero on (``head``), and ``x`` with ones up to and including it
+    (``tail``)."""
+    zero = _ew.equal(x, 0)
+    seen = _cumsum.bind(_ew.cast(zero, x.dtype), axis=axis)   # (counts: exact in floats)
+    before = _ew.equal(seen, 0)
+    one = _ew.equal(seen, 1)
+    first = _ew.logical_and(zero, one)
+    between = _ew.logical_and(_ew.logical_not(zero), one)
+    head = _ew.where(before, x, 1)
+    tail = _ew.where(_ew.logical_or(before, first), 1, x)
+    return before, first, between, head, tail
+
+
+def _cumprod_vjp(g, out, x, axis):
+    # d out_i / d x_k is the product of x_j, j <= i, j != k. Before the first zero of the
+    # axis it is out_i / x_k: the reversed cumulative sum of g * out, over x. At the first
+    # zero k0 it is prod(x_j, j < k0) * prod(x_j, k0 < j <= i): the prefix before the zero
+    # times a cumulative product that starts after it. Past k0 every such product holds
+    # x_k0 = 0: kept as a factor up to the next zero (so that the rule's own derivatives,
+    # second derivatives, are right where an axis holds at most one zero), zero from the
+    # second zero on (its derivatives too, two zero factors). Exact with zeros (PyTorch's
+    # first-order rule), one pass each way.
+    before, first, between, head, tail = _before_first_zero(x, axis)
+    nonzero = _ew.divide(_cumsum.bind(_ew.multiply(g, out), axis=axis, reverse=True), head)
+    after = _cumsum.bind(_ew.multiply(g, _cumprod.bind(tail, axis=axis)), axis=axis,
+                         reverse=True)
+    at_first = _ew.multiply(_cumprod.bind(head, axis=axis), after)
+    # prod(x_j, j <= k0) for k past k0: the zero itself, a factor to differentiate
+    through_zero = _cumprod.bind(_ew.where(_ew.logical_or(before, first), x, 1), axis=axis)
+    past = _ew.divide(_ew.multiply(through_zero, after), _ew.where(between, x, 1))
+    return _ew.where(before, nonzero, _ew.where(first, at_first,
+                                                _ew.where(between, past, 0)))
+
+
+def _cumprod_jvp(t, out, x, axis):
+    # out_i times the sum of t_k / x_k before the first zero; from it on, only the first
+    # zero's term: t_k0 * prod(x_j, j < k0) * prod(x_j, k0 < j <= i)
+    before, first, _, head, tail = _before_first_zero(x, axis)
+    nonzero = _ew.multiply(out, _cumsum.bind(_ew.divide(_ew.where(before, t, 0), head),
+                                             axis=axis))
+    lead = _ew.where(first, _ew.multiply(t, _cumprod.bind(head, axis=axis)), 0)
+    at_zero = _ew.multiply(_cumsum.bind(lead, axis=axis), _cumprod.bind(tail, axis=axis))
+    return _ew.where(before, nonzero, at_zero)
+
+
+_cumprod = Primitive(
+    "cumprod", lambda x, axis: np.cumprod(x, axis, np.asarray(x).dtype),
+    abstract=_cumulative_abstract("cumprod"), vjp=[_cumprod_vjp], jvp=[_cumprod_jvp],
+    save=(True, True), public=False, domain=(-1.5, 1.5),
+    examples=[ex((4,), axis=0), ex((3, 2), axis=0)])
+
+
+def _cumulative(op, prim, x, axis, dtype, out):
+    _no_out(op, out)
+    if dtype is not None:
+        x = _ew.cast(x, dtype)
+    source = _dtype_of(x)
+    if source.kind in "iub":         # NumPy's: small integers and booleans add up in int64
+        wide = np.cumsum(np.zeros(1, source)).dtype
+        if wide != source:
+            x = _ew.cast(x, wide)
+    if axis is None:
+        x = _shape.reshape(x, (-1,))
+        axis = 0
+    elif _ndim(x) == 0:              # a 0-d value along axis 0 or -1: NumPy's shape (1,)
+        x = _shape.reshape(x, (1,))
+    axis = _shape.axis_index(op, axis, _shape._shape(x))
+    return prim.bind(x, axis=axis)
+
+
+@numpy_dispatch(np.cumsum)
+def cumsum(x, axis=None, dtype=None, out=None):
+    """Cumulative sum along ``axis`` (of the flattened ``x`` if None)."""
+    return _cumulative("cumsum", _cumsum, x, axis, dtype, out)
+
+
+@numpy_dispatch(np.cumprod)
+def cumprod(x, axis=None, dtype=None, out=None):
+    """Cumulative product along ``axis`` (of the flattened ``x`` if None). Its gradient is
+    exact where ``x`` holds zeros; its second derivatives where an axis holds at most one
+    zero (forward mode: first order exact)."""
+    return _cumulative("cumprod", _cumprod, x, axis, dtype, out)
 
 
 reduce_sum = sum
@@ -273,3 +527,35 @@ def _lower_scalar_reduction_cuda(ctx, node):
 for _prim in (_sum, _prod, _max, _min):
     _prim.lowerings["cpu"] = _lower_scalar_reduction
     _prim.lowerings["cuda"] = _lower_scalar_reduction_cuda
+
+
+def _cumulative_lowering(backend, init, step):
+    """A loop along the axis per line of the other axes, an accumulator carried in the
+    result's dtype (NumPy's cumsum of float32 adds in float32, in order); the VJP's
+    reversed sum runs the loop backwards. CUDA: one thread per line."""
+    def lower(ctx, node):
+        x, out = node.inputs[0], node.out
+        o, xn = ctx.name(out), ctx.name(x)
+        axis = node.params["axis"]
+        outer = [a for a in range(x.ndim) if a != axis]
+        r = "r0" if backend == "cuda" else ctx.tmp("r")
+        index = ", ".join(f"i{outer.index(a)}" if a != axis else r for a in range(x.ndim))
+        size = f"{xn}.shape[{axis}]"
+        along = f"range({size} - 1, -1, -1)" if node.params.get("reverse") else f"range({size})"
+        acc = "acc" if backend == "cuda" else ctx.tmp("acc")
+        body = [f"{acc} = {ctx.dtype(out.dtype)}({init})",
+                f"for {r} in {along}:",
+                f"    {acc} = {step.format(acc=acc, x=f'{xn}[{index}]')}",
+                f"    {o}[{index}] = {acc}"]
+        if backend == "cuda":
+            return [ctx.buffer(out)] + ctx.per_element([f"{xn}.shape[{a}]" for a in outer],
+                                                       body, node)
+        lines = [f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+        loops, pad = _shape._loops([f"{xn}.shape[{a}]" for a in outer])
+        return lines + loops + [pad + line for line in body]
+    return lower
+
+
+for _prim, _init, _step in ((_cumsum, 0, "{acc} + {x}"), (_cumprod, 1, "{acc} * {x}")):
+    _prim.lowerings["cpu"] = _cumulative_lowering("cpu", _init, _step)
+    _prim.lowerings["cuda"] = _cumulative_lowering("cuda", _init, _step)
