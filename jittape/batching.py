@@ -44,8 +44,7 @@ from .trace import Tracer
 
 
 BATCH_VALUE = bound_record(
-    "vmap_mapped_argument",
-    "vmap: a Python branch (if, while, bool()) on a value computed from a mapped argument: "
+    "vmap_mapped_argument", "a mapped argument of vmap",
     "the function is traced once for all examples of the batch, so it cannot take a branch "
     "per example. Use jt.where to choose between values (or jt.cond)")
 

@@ -112,21 +112,21 @@ def lower_nothing(ctx, node):
     return []
 
 
-def bound_record(name, message):
+def bound_record(name, what, why):
     """The record of the placeholders of a body traced once for many steps (or
-    examples): reading one's value (a Python branch on it) raises ``message``."""
+    examples): reading one's value (a Python branch on it) raises, saying it is computed
+    from ``what`` and ``why`` that cannot be."""
     def no_value(**params):
-        raise TracerError(at_user_line(message))
+        raise TracerError(at_user_line(
+            f"a Python branch (if, while, bool()) on a value computed from {what}: {why}"))
     return LoopPart(name, "bound", lambda shape, dtype, slot: Aval(shape, dtype),
                     lower_nothing, lower_nothing, impl=no_value)
 
 
 LOOP_VALUE = bound_record(
-    "loop_value",
-    "a Python branch (if, while, bool()) on a value computed from a loop's carry or "
-    "element: a jt.scan / fori_loop / while_loop body is traced once for every step, so it "
-    "cannot take a branch per step. Use jt.cond or jt.switch (or jt.where to choose "
-    "between values)")
+    "loop_value", "a loop's carry or element",
+    "a jt.scan / fori_loop / while_loop body is traced once for every step, so it cannot "
+    "take a branch per step. Use jt.cond or jt.switch (or jt.where to choose between values)")
 
 
 def _fresh(body, v):

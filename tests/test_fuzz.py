@@ -171,6 +171,11 @@ def _away(v, point=0.0):
     return np.all(np.abs(np.asarray(v, np.float64) - point) > AWAY)
 
 
+def _off_integers(v):
+    v = np.asarray(v, np.float64)
+    return bool(np.all(np.abs(v - np.round(v)) > AWAY))
+
+
 def _quotient_off_integers(x, y):
     """``x / y`` away from the integers where ``mod`` and ``floor_divide`` jump, by
     ``AWAY`` times how fast the quotient moves with its operands (``1/|y|`` and
@@ -191,6 +196,15 @@ WELL_POSED = {
     "minimum": lambda x, y: _away(np.subtract(x, y)),
     "mod": _quotient_off_integers,
     "floor_divide": _quotient_off_integers,
+    "fabs": lambda x: _away(x),
+    "fmax": lambda x, y: _away(np.subtract(x, y)),
+    "fmin": lambda x, y: _away(np.subtract(x, y)),
+    "copysign": lambda x, y: _away(x) and _away(y),
+    "hypot": lambda x, y: _away(np.hypot(x, y)),
+    "floor": lambda x: _off_integers(x),
+    "ceil": lambda x: _off_integers(x),
+    "trunc": lambda x: _off_integers(x),
+    "rint": lambda x: _off_integers(np.add(x, 0.5)),      # jumps at the halves
 }
 
 # Registered ops used with a generator of their own (their parameters are not axes).
@@ -200,6 +214,11 @@ STRUCTURED = {}
 NOT_FUZZED = {
     "index_add": "the gradient of indexing: reached through getitem's VJP, not a user op",
     "check_labels": "the label check inside sparse_softmax_cross_entropy: reached through it",
+    **{name: "needs well-conditioned matrices: covered by the registry tests (test_ops, "
+             "test_linalg)" for name in ("solve", "inv", "det", "slogdet_sign", "logabsdet",
+                                         "cholesky", "norm")},
+    "triangle": "a part of cholesky's gradient: reached through it",
+    "round": "its decimals parameter; rint, round's case of no decimals, is fuzzed",
 }
 
 
@@ -511,7 +530,7 @@ def gen_reduce(draw, b, ops, name=None):
         # max/min of an empty axis raise (as NumPy does); mean/logsumexp of one are
         # nan/-inf: no derivative to compare
         return
-    if spec.name in ("max", "min") and not _no_ties(v, axes):
+    if spec.name in ("max", "min", "ptp") and not _no_ties(v, axes):
         return
     if spec.name == "mean" and v.ndim == 0 and isinstance(axis, int):
         return          # NumPy's mean rejects axis 0 and -1 on a 0-d value (its sum takes them)
@@ -759,6 +778,136 @@ def gen_misc(draw, b, ops, name=None):
         b.add("{0} * {1}", lambda p, q: p * q, (x, f), "multiply")
 
 
+SPECIAL = ("xlogy", "xlog1py", "logit", "polygamma")
+
+
+def gen_special(draw, b, ops, name=None):
+    """scipy.special's composites and polygamma, on values mapped into their domains:
+    xlogy and xlog1py (a positive first operand), logit, polygamma of order 1 or 2."""
+    how = name if name in SPECIAL else draw(st.sampled_from(SPECIAL))
+    x = _pick(draw, b, b.floats())
+    if how == "logit":
+        x = b.into(x, (0.1, 0.9))
+        b.add("jt.logit({0})", jt.logit, (x,), "logit")
+    elif how == "polygamma":
+        x = b.into(x, (0.5, 3.0))
+        n = draw(st.integers(1, 2))
+        b.add(f"jt.polygamma({n}, {{0}})", lambda a: jt.polygamma(n, a), (x,), "polygamma")
+    else:
+        y = _pick(draw, b, b.floats())
+        try:
+            np.broadcast_shapes(b.values[x].value.shape, b.values[y].value.shape)
+        except ValueError:
+            return
+        x = b.into(x, (0.2, 2.0))
+        y = b.into(y, (0.5, 2.0) if how == "xlogy" else (-0.5, 2.0))
+        b.add(f"jt.{how}({{0}}, {{1}})", getattr(jt, how), (x, y), how)
+
+
+def _numpy_shape_step(draw, v, name):
+    """(source, function) of NumPy's shape function ``name`` on a value like ``v``
+    (itself twice for the joins and products), or None where it does not apply."""
+    n, shape = v.ndim, v.shape
+    f = getattr(jt, name)
+
+    def axis():
+        return draw(st.integers(-n, n - 1))
+
+    if name in ("ravel", "atleast_1d", "atleast_2d", "atleast_3d"):
+        return f"jt.{name}({{0}})", f
+    if name in ("var", "std", "nanmean", "average"):
+        ax = draw(st.one_of(st.none(), st.integers(-n, n - 1))) if n else None
+        count = v.size if ax is None else shape[ax]
+        ddof = draw(st.sampled_from([0, 1])) if name in ("var", "std") else 0
+        if count <= ddof:
+            return None                  # nan or inf: no derivative to compare
+        if name == "std" and not np.all(np.var(v, axis=ax, ddof=ddof) > 1e-2):
+            return None                  # the square root's kink at zero variance
+        extra = f", ddof={ddof}" if name in ("var", "std") else ""
+        return (f"jt.{name}({{0}}, axis={ax}{extra})",
+                lambda x: f(x, axis=ax, ddof=ddof) if extra else f(x, axis=ax))
+    if n == 0:
+        return None
+    if name in ("swapaxes", "moveaxis"):
+        a, c = axis(), axis()
+        return f"jt.{name}({{0}}, {a}, {c})", lambda x: f(x, a, c)
+    if name == "rollaxis":
+        a, start = axis(), draw(st.integers(0, n))
+        return f"jt.rollaxis({{0}}, {a}, {start})", lambda x: f(x, a, start)
+    if name in ("flipud", "tril", "triu", "diff", "roll", "repeat", "diag", "hsplit",
+                "hstack", "append", "column_stack", "inner", "tile", "pad", "array_split"):
+        a, k = axis(), draw(st.integers(-2, 2))
+        forms = {
+            "flipud": ("jt.flipud({0})", lambda x: f(x)),
+            "tril": (f"jt.tril({{0}}, {k})", lambda x: f(x, k)),
+            "triu": (f"jt.triu({{0}}, {k})", lambda x: f(x, k)),
+            "diff": (f"jt.diff({{0}}, axis={a})", lambda x: f(x, axis=a)),
+            "roll": (f"jt.roll({{0}}, {k}, axis={a})", lambda x: f(x, k, axis=a)),
+            "repeat": (f"jt.repeat({{0}}, {abs(k)}, axis={a})", lambda x: f(x, abs(k), axis=a)),
+            "diag": ("jt.diag({0})", lambda x: f(x)) if n <= 2 else None,
+            "hsplit": ("jt.hsplit({0}, [1])[1]", lambda x: f(x, [1])[1]),
+            "array_split": (f"jt.array_split({{0}}, 2, axis={a})[0]",
+                            lambda x: f(x, 2, axis=a)[0]),
+            "hstack": ("jt.hstack([{0}, {0}])", lambda x: f([x, x])),
+            "append": (f"jt.append({{0}}, {{0}}, axis={a})", lambda x: f(x, x, axis=a)),
+            "column_stack": ("jt.column_stack([{0}, {0}])", lambda x: f([x, x])) if n <= 2 else None,
+            "inner": ("jt.inner({0}, {0})", lambda x: f(x, x)) if v.size <= 12 else None,
+            "tile": ("jt.tile({0}, (2, 1))", lambda x: f(x, (2, 1))),
+            "pad": (f"jt.pad({{0}}, ((1, 0),) + ((0, 2),) * {n - 1}, constant_values=0.5)",
+                    lambda x: f(x, ((1, 0),) + ((0, 2),) * (n - 1), constant_values=0.5)),
+        }
+        return forms[name]
+    if name in ("vstack", "vsplit", "split"):
+        if name == "vstack":
+            return "jt.vstack([{0}, {0}])", lambda x: f([x, x])
+        if n < 2 and name == "vsplit":
+            return None
+        a = 0 if name == "vsplit" else axis()
+        if shape[a] % 2:
+            return None
+        text = "jt.vsplit({0}, 2)[1]" if name == "vsplit" else f"jt.split({{0}}, 2, axis={a})[1]"
+        return text, (lambda x: f(x, 2)[1]) if name == "vsplit" else (lambda x: f(x, 2, axis=a)[1])
+    if name in ("kron", "tensordot"):
+        if v.size > 6:
+            return None
+        if name == "kron":
+            return "jt.kron({0}, {0})", lambda x: f(x, x)
+        a = axis()
+        return (f"jt.tensordot({{0}}, {{0}}, axes=([{a}], [{a}]))",
+                lambda x: f(x, x, axes=([a], [a])))
+    if n < 2:
+        return None
+    a, c = draw(st.sampled_from([(0, 1), (-1, 0), (1, -2)]))
+    if a % n == c % n:
+        return None
+    if name == "fliplr":
+        return "jt.fliplr({0})", f
+    if name == "rot90":
+        k = draw(st.integers(-1, 2))
+        return f"jt.rot90({{0}}, {k}, axes=({a}, {c}))", lambda x: f(x, k, axes=(a, c))
+    if name in ("diagonal", "trace"):
+        k = draw(st.integers(-1, 1))
+        return (f"jt.{name}({{0}}, {k}, {a}, {c})", lambda x: f(x, k, a, c))
+    return None
+
+
+NUMPY_SHAPE = ("ravel", "atleast_1d", "atleast_2d", "atleast_3d", "var", "std", "nanmean",
+               "average", "swapaxes", "moveaxis", "rollaxis", "flipud", "fliplr", "rot90",
+               "roll", "tile", "repeat", "pad", "diff", "tril", "triu", "diag", "diagonal",
+               "trace", "vstack", "hstack", "column_stack", "append", "split", "array_split",
+               "vsplit", "hsplit", "inner", "tensordot", "kron")
+
+
+def gen_numpy_shape(draw, b, ops, name=None):
+    """NumPy's shape functions, statistics, joins, splits, diagonals and products."""
+    x = _pick(draw, b, b.floats())
+    v = b.values[x].value
+    how = name if name in NUMPY_SHAPE else draw(st.sampled_from(NUMPY_SHAPE))
+    step = _numpy_shape_step(draw, v, how)
+    if step is not None:
+        b.add(step[0], step[1], (x,), how)
+
+
 # custom gradients, written as a user would. The rules are jittape ops of the inputs
 # (what ``f`` computes is not recorded, as in TensorFlow), so second derivatives see them.
 @jt.custom_gradient
@@ -839,7 +988,9 @@ STRUCTURED.update({
     "concatenate": gen_join, "stack": gen_join, "where": gen_where,
     "sparse_softmax_cross_entropy": gen_nn, "softmax_cross_entropy": gen_nn,
     "clip": gen_misc, "cast": gen_misc, "full_like": gen_misc,
+    **{name: gen_special for name in SPECIAL},
 })
+STRUCTURED.update({name: gen_numpy_shape for name in NUMPY_SHAPE})
 OPS = derived_ops()
 # What a step applies, drawn uniformly: each op of the table (so that a rare kind of op
 # is drawn as often as one elementwise op), and two features that are not ops.

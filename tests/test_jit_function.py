@@ -550,3 +550,13 @@ def test_a_broadcast_to_a_literal_shape_is_checked_at_run_time():
     np.testing.assert_array_equal(g(np.ones(5)), np.full(5, 2.0))
     with pytest.raises(ValueError, match="broadcast_to"):
         g(np.ones(6))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stack_of_a_traced_value_and_a_python_number(dtype):
+    # the Python number was a literal of the trace, which the join's shape rule and
+    # lowering took for an array (AttributeError); it is weak, as eagerly
+    f = jt.function(lambda x: jt.stack([x[0], 1.0]))
+    got = f(np.full(3, 2.0, dtype))
+    assert got.dtype == dtype and got.tolist() == [2.0, 1.0]
+    assert jt.stack([jt.constant(np.full(2, 2.0, dtype))[0], 1.0]).dtype == dtype

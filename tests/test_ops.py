@@ -305,10 +305,10 @@ def test_numpy_dispatch_reaches_jittape_ops():
 
 def test_unsupported_numpy_function_names_itself():
     x = jt.constant([1.0, 2.0])
-    with pytest.raises(jt.UnsupportedError, match="numpy.cumsum"):
-        np.cumsum(x)
-    with pytest.raises(jt.UnsupportedError, match="numpy.arccosh"):
-        np.arccosh(x)
+    with pytest.raises(jt.UnsupportedError, match="numpy.median"):
+        np.median(x)
+    with pytest.raises(jt.UnsupportedError, match="numpy.spacing"):
+        np.spacing(x)
     with pytest.raises(jt.UnsupportedError, match="numpy.add.reduce"):
         np.add.reduce(x)
 

@@ -33,7 +33,9 @@ Do not edit: this file is regenerated from the graph (see f.lower(...).graph).
 """
 
 '''
-IMPORTS = '''import numba
+IMPORTS = '''import math
+
+import numba
 import numpy as np
 
 from jittape.errors import (  # noqa: F401
@@ -43,6 +45,12 @@ from jittape.errors import (  # noqa: F401
 from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, dot, empty, fill, full, grown, link, matmul2d, put, reshape, scratch,
     slice_length, slice_start, slice_step, zeros,
+)
+from jittape.codegen.lapack import (  # noqa: F401
+    LinAlgError, lapack_cholesky, lapack_det, lapack_inv, lapack_slogdet, lapack_solve,
+)
+from jittape.codegen.special import (  # noqa: F401
+    digamma_f32, digamma_f64, polygamma_f32, polygamma_f64,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,

@@ -60,7 +60,8 @@ from jittape.codegen.runtime import (  # noqa: F401
     any_differ, any_equal, slice_length, slice_start, slice_step,
 )
 from jittape.codegen.cuda_runtime import (  # noqa: F401
-    FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, copy_row, device_empty, fill, grown,
+    FEW_ROWS, MAX_BLOCKS, THREADS, Buffers, Errors, blocks, cbrt, copy_row, device_empty, fill,
+    grown,
     host_value, is_device_array, matmul2d, onehot, relu_f32, relu_f64, result, scalar_result,
     sigmoid_f32, sigmoid_f64, sign, simulator, softplus_f32, softplus_f64, stage, to_host,
 )
@@ -72,10 +73,10 @@ ERRORS = Errors()
 '''
 
 # The NumPy functions that CUDA kernels call as NumPy's (Numba's CUDA target has them),
-# and those that become Python's abs and the runtime's sign; the others of a scalar
+# and those that become Python's abs and the runtime's sign and cbrt; the others of a scalar
 # lowering become math's (``device_code``)
 DEVICE_NUMPY = frozenset({np.maximum, np.minimum})
-_DEVICE_BUILTINS = {np.abs: "abs", np.sign: "sign"}
+_DEVICE_BUILTINS = {np.abs: "abs", np.sign: "sign", np.cbrt: "cbrt"}
 _NUMPY_CALL = re.compile(r"\bnp\.(\w+)\(")
 
 
@@ -245,11 +246,25 @@ class CudaContext(Context):
         return f"{self.name(v)}[{_index(v, rank)}]"
 
 
+def _require_cuda_ops(nodes):
+    """An op whose record claims no CUDA lowering (``Primitive.backends``: digamma, the
+    linear algebra) raises, naming it and the user's line, before any code is made."""
+    for node in nodes:
+        if "cuda" not in getattr(node.prim, "backends", ("cuda",)):
+            where = f" (at {node.where})" if node.where else ""
+            raise UnsupportedError(
+                f"target='cuda': {node.prim.name} runs on the CPU target only{where}; use "
+                "target='cpu' for this function")
+        for name in getattr(node.prim, "regions", ()):
+            _require_cuda_ops(node.params[name].nodes)
+
+
 def generate(graph, name, version):
     """(module source, the name of its driver function) for an optimized graph."""
     if graph.check_numerics:
         raise UnsupportedError("target='cuda': jt.config.check_numerics is supported on "
                                "the CPU target only; debug with target='cpu'")
+    _require_cuda_ops(graph.nodes)
     outputs = {v.id for v in graph.outputs if isinstance(v, Var)}
     reuse = {}                         # var id -> the dead value whose buffer it takes
 

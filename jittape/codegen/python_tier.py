@@ -20,13 +20,15 @@ def python_globals():
     global _PYTHON_BUILTINS
     if _PYTHON_BUILTINS is None:
         import builtins
-        from . import mathlib, runtime
+        from . import lapack, mathlib, runtime, special
         modules = {
             "numba": _PythonModule(numba, njit=_no_jit, prange=range),
             "jittape.codegen.runtime": _PythonModule(
                 runtime, link=lambda helper, key: None, dot=np.dot,
                 matmul2d=lambda a, b, threads=True: np.matmul(a, b)),
             "jittape.codegen.mathlib": _PythonModule(mathlib, **_python_math()),
+            "jittape.codegen.lapack": _PythonModule(lapack),
+            "jittape.codegen.special": _PythonModule(special),
         }
 
         def import_(name, globals=None, locals=None, fromlist=(), level=0):
@@ -55,6 +57,9 @@ class _PythonModule(types.ModuleType):
         value = getattr(self._real, name)
         if isinstance(value, numba.core.dispatcher.Dispatcher):
             return value.py_func
+        external = getattr(value, "external", None)      # a helper linked by symbol
+        if external is not None:
+            return external.dispatcher.py_func
         return value
 
 

@@ -10,6 +10,8 @@ from . import core, creation, elementwise, indexing, linalg, nn, reduce, shape  
 from .core import COMPOSITES, REGISTRY, Aval, Primitive  # noqa: F401
 from .elementwise import unbroadcast  # noqa: F401
 from . import random  # noqa: F401
+from . import lapack  # noqa: F401  (np.linalg)
+from . import special  # noqa: F401  (scipy.special)
 from . import methods  # noqa: F401  (Tensor's operators and methods)
 
 if TYPE_CHECKING:                # (type checkers read the names api.py lists)

@@ -31,6 +31,8 @@ FAMILIES = {                 # module -> its heading in the docs (modules by the
     for name, heading in (("elementwise", "elementwise"), ("reduce", "reductions"),   # has
                           ("linalg", "linear algebra"), ("shape", "shape"),
                           ("indexing", "indexing and joining"),
+                          ("lapack", "linear algebra (np.linalg)"),
+                          ("special", "scipy.special"),
                           ("nn", "nn"), ("creation", "creation"))}    # a function `shape`
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS_BEGIN = "<!-- op list: written by python -m jittape.ops.names -->"
