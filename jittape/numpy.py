@@ -19,7 +19,20 @@ from .tensor import (  # noqa: F401
 
 
 def array(value, dtype=None):
+    """``np.array``: a tensor of ``value``. A list (or tuple) holding tensors is their
+    stack (``jnp.array([x, 2 * x])``), so the gradient flows through it, eagerly and
+    compiled; anything else is ``jt.constant``'s."""
+    if isinstance(value, (list, tuple)) and _holds_tensor(value):
+        from .ops import cast, stack
+        out = stack([array(v) if isinstance(v, (list, tuple)) else v for v in value])
+        return out if dtype is None or out.dtype == _np.dtype(dtype) else cast(out, dtype)
     return constant(value, dtype)
+
+
+def _holds_tensor(value):
+    from .tensor import Tensor
+    return any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v))
+               for v in value)
 
 
 asarray = array

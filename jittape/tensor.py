@@ -294,8 +294,9 @@ class Tensor:
         if method != "__call__" or op is None or kwargs.get("out") is not None:
             name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
             raise UnsupportedError(at_user_line(
-                f"numpy.{name} is not supported on jittape tensors; use the jittape ops "
-                "(jittape.numpy) or convert explicitly with .numpy(), which drops the gradient"))
+                f"{_ufunc_home(ufunc)}.{name} is not supported on jittape tensors; use the "
+                "jittape ops (jittape.numpy) or convert explicitly with .numpy(), which drops "
+                "the gradient"))
         kwargs.pop("out", None)
         return op(*inputs, **kwargs)
 
@@ -471,3 +472,14 @@ def constant(value: Any, dtype: Any = None) -> Tensor:
 
 def is_tensor(x):
     return isinstance(x, Tensor)
+
+
+def _ufunc_home(ufunc):
+    """Where a ufunc lives, as the user calls it: ``numpy``, or ``scipy.special`` (whose
+    functions are ufuncs too)."""
+    if getattr(np, ufunc.__name__, None) is ufunc:
+        return "numpy"
+    special = sys.modules.get("scipy.special")
+    if special is not None and getattr(special, ufunc.__name__, None) is ufunc:
+        return "scipy.special"
+    return "numpy"

@@ -502,3 +502,23 @@ def test_a_variant_traced_again_keeps_its_own_results_and_variables():
         np.testing.assert_allclose(step(np.full(2, 1.1)), 22.0)
     finally:
         RESULT_TAG, STEP_VARIABLE = 1, saved
+
+
+def _apply_activation(a):
+    return ACTIVATION(a)
+
+
+def test_a_rebound_ufunc_op_or_builtin_traces_again():
+    # a NumPy ufunc, a jittape op or a builtin read from a global or closure: rebinding
+    # the name gave the first one's results (silently: only Python functions were guarded)
+    global ACTIVATION
+    x = np.array([1.0, 2.0])
+    f = jt.function(_apply_activation)
+    for activation in (np.sin, np.cos, jt.tanh, jt.exp):
+        ACTIVATION = activation
+        np.testing.assert_allclose(f(x), np.asarray(activation(x)))
+    results = [jt.function(lambda a: op(a))(x) for op in (jt.sin, jt.cos)]
+    np.testing.assert_allclose(results[1], np.cos(x))
+
+
+ACTIVATION = np.sin

@@ -172,3 +172,13 @@ def test_kernels_call_the_helper_and_compile_no_lapack_of_their_own():
         seconds.append(time.perf_counter() - start)
     # the first may compile (or load) the helper; the second compiles its kernel only
     print(f"first kernel calling solve: {seconds[0]:.2f} s; a second one: {seconds[1]:.2f} s")
+
+
+def test_nan_in_gives_nan_out_compiled_as_eagerly():
+    # Numba's linalg refuses NaN and inf (raised "singular matrix"); NumPy computes on
+    a = np.array([[np.nan, 1.0], [2.0, 3.0]])
+    f = jt.function(lambda m, v: (np.linalg.det(m), np.linalg.inv(m), np.linalg.solve(np.eye(2), v),
+                                  np.linalg.slogdet(m)[1]))
+    det, inv, x, logdet = f(a, np.array([np.nan, 1.0]))
+    assert np.isnan(det) and np.isnan(inv).any() and np.isnan(x).any() and np.isnan(logdet)
+    assert np.isnan(float(np.linalg.det(jt.constant(a))))

@@ -197,3 +197,26 @@ def test_round_halves_to_even_and_by_decimals_as_numpy():
         assert np.array_equal(np.signbit(got), np.signbit(want))   # -0.0 stays -0.0
     for values in (x, x.astype(np.float32)):
         np.testing.assert_array_equal(np.round(jt.constant(values), 2).numpy(), np.round(values, 2))
+
+
+def test_edges_compiled_as_numpy():
+    # found in review: each gave another dtype, a NameError or an OverflowError compiled
+    x32 = np.array([0.7, -1.3], np.float32)
+    ints = np.array([1, 2], np.int32)
+    f = jt.function(lambda a, i, s: (np.hypot(a, i), np.arctan2(a, i), np.sinc(s),
+                                     np.nan_to_num(a * np.inf, posinf=1e300, neginf=-1e300),
+                                     np.round(a, 400)))
+    small = np.array([1, 2], np.int8)
+    hyp, atan, sinc, finite, rounded = f(x32, ints, small)
+    np.testing.assert_allclose(hyp, np.hypot(x32, ints), rtol=1e-15)   # (float64: was float32)
+    np.testing.assert_allclose(atan, np.arctan2(x32, ints), rtol=1e-15)
+    assert sinc.dtype == np.sinc(small).dtype == np.float64
+    np.testing.assert_allclose(sinc, np.sinc(small), atol=1e-15)
+    np.testing.assert_array_equal(finite, np.nan_to_num(x32 * np.inf, posinf=1e300, neginf=-1e300))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(rounded, np.round(x32, 400))
+
+
+def test_sinc_second_derivative_at_zero():
+    d2 = jt.grad(lambda z: jt.sum(jt.grad(lambda y: jt.sum(np.sinc(y)))(z)))
+    np.testing.assert_allclose(d2(np.array([0.0, 1e-5])), -np.pi ** 2 / 3, rtol=1e-6)

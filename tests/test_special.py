@@ -89,6 +89,23 @@ def test_xlogy_is_zero_with_zero_gradients_where_x_is_zero():
     gx, gy = tape.gradient(z, [x, y])
     assert np.isfinite(gx.numpy()).all() and np.isfinite(gy.numpy()).all()
     np.testing.assert_allclose(gy.numpy(), [0.0, 2.0 / 3.0])
+    # d/dx at x = 0 is log(y), as JAX's (0 where y = 0: outside the log's domain)
+    x2, y2 = jt.Variable(np.array([0.0, 0.0])), jt.Variable(np.array([2.0, -1.0]))
+    with jt.GradientTape() as tape:
+        z = jt.sum(S.xlogy(x2, y2)) + jt.sum(S.xlog1py(x2, y2 - 0.5))
+    np.testing.assert_allclose(tape.gradient(z, x2).numpy(), [np.log(2.0) + np.log1p(1.5), 0.0])
+    np.testing.assert_allclose(S.xlogy(x2, y2).numpy(), [0.0, 0.0])
+
+
+def test_edges_compiled_as_eager():
+    f = jt.function(lambda a, b: (S.digamma(a), S.digamma(b), S.polygamma(1, b)))
+    neg_zero, flags = np.array([-0.0, 0.0]), np.array([True, False])
+    d0, db, pb = f(neg_zero, flags)
+    np.testing.assert_equal(d0, sp.digamma(neg_zero))          # +inf at -0, -inf at +0
+    np.testing.assert_allclose(db, sp.digamma(flags.astype(float)))
+    np.testing.assert_allclose(pb, sp.polygamma(1, flags.astype(float)))
+    ints = np.array([1, 2], np.int8)
+    assert jt.function(lambda a: S.expit(a))(ints).dtype == sp.expit(ints).dtype
 
 
 def test_digamma_on_cuda_says_it_is_cpu_only():

@@ -26,9 +26,29 @@ _jit = numba.njit(cache=True)
 
 
 @_jit
+def _finite(a):
+    """Whether every element of ``a`` is finite: Numba's linalg refuses NaN and inf
+    (NumPy's LAPACK computes on with them), so the helpers answer NaN themselves."""
+    for v in a.ravel():
+        if not np.isfinite(v):
+            return False
+    return True
+
+
+@_jit
+def _nans(shape, dtype):
+    out = np.empty(shape, dtype)
+    out[...] = np.nan
+    return out
+
+
+@_jit
 def _lapack_solve(a, b):
     """(x, status) with ``a @ x = b`` for a square matrix ``a`` and a matrix ``b``
-    (LAPACK's gesv, as NumPy's solve); status 1 where ``a`` is singular."""
+    (LAPACK's gesv, as NumPy's solve); status 1 where ``a`` is singular; all NaN where
+    ``a`` or ``b`` holds a NaN or inf."""
+    if not (_finite(a) and _finite(b)):
+        return _nans((b.shape[0], b.shape[1]), a.dtype), 0
     try:
         x = np.linalg.solve(a, b)
     except Exception:
@@ -41,6 +61,8 @@ def _lapack_inv(a):
     """(inverse, status) of a square matrix: gesv on the identity, as NumPy's inv (so
     that the two round alike); status 1 where ``a`` is singular."""
     n = a.shape[0]
+    if not _finite(a):
+        return _nans((n, n), a.dtype), 0
     eye = np.zeros((n, n), a.dtype)
     for i in range(n):
         eye[i, i] = 1
@@ -53,14 +75,20 @@ def _lapack_inv(a):
 
 @_jit
 def _lapack_det(a):
-    """The determinant of a square matrix (LU, getrf, as NumPy's det)."""
+    """The determinant of a square matrix (LU, getrf, as NumPy's det); NaN for a matrix
+    holding a NaN or inf."""
+    if not _finite(a):
+        return a.dtype.type(np.nan)
     return np.linalg.det(a)
 
 
 @_jit
 def _lapack_slogdet(a):
     """(sign, log of the absolute determinant) of a square matrix (as NumPy's slogdet:
-    (0, -inf) for a singular one)."""
+    (0, -inf) for a singular one; (1, NaN), as NumPy's, for a matrix holding a NaN or
+    inf)."""
+    if not _finite(a):
+        return a.dtype.type(1), a.dtype.type(np.nan)
     return np.linalg.slogdet(a)
 
 
@@ -69,6 +97,8 @@ def _lapack_cholesky(a):
     """(lower Cholesky factor, status) of a matrix, from its lower triangle (potrf, as
     NumPy's cholesky); status 1 where it is not positive definite."""
     n = a.shape[0]
+    if not _finite(a):
+        return _nans((n, n), a.dtype), 0
     try:
         c = np.linalg.cholesky(a)
     except Exception:

@@ -413,6 +413,9 @@ FUNCTIONS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "rel
 for _ftype, _suffix in ((np.float32, "f32"), (np.float64, "f64")):
     for _name, _fn in _make(_ftype).items():
         globals()[f"{_name}_{_suffix}"] = _public(f"{_name}_{_suffix}", _ftype, _fn)
+if numba.config.DISABLE_JIT:      # (no machine code: the bit-level intrinsics cannot run)
+    from .python_tier import _python_math
+    globals().update(_python_math())
 
 
 # NumPy's functions in the primitives' scalar lowerings, and their names here

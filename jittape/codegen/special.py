@@ -9,8 +9,8 @@ float64 result).
   recurrence (the terms (x + k)^-s, which also bring a negative x up) until x >= 10 + s,
   then the Euler-Maclaurin tail with eight Bernoulli terms.
 
-At the poles (x a non-positive integer) they give what SciPy gives: digamma -inf at 0
-and NaN at the negative integers, polygamma +inf for odd n and -inf for even n.
+At the poles (x a non-positive integer) they give what SciPy gives: digamma -inf at
++0 (+inf at -0) and NaN at the negative integers, polygamma +inf for odd n and -inf for even n.
 """
 
 import math
@@ -29,7 +29,7 @@ _ZETA = (1.0 / 12, -1.0 / 720, 1.0 / 30240, -1.0 / 1209600, 1.0 / 47900160,
 def digamma_f64(x):
     x = float(x)
     if x <= 0.0 and x == math.floor(x):
-        return -math.inf if x == 0.0 else math.nan
+        return -math.copysign(math.inf, x) if x == 0.0 else math.nan
     shift = 0.0
     if x < 0.0:                   # reflection: psi(x) = psi(1 - x) - pi / tan(pi x)
         shift = -math.pi / math.tan(math.pi * x)

@@ -48,6 +48,15 @@ _GUARDED = (bool, int, float, str, bytes, type(None), tuple, np.integer, np.bool
 _BY_IDENTITY = (types.FunctionType, types.MethodType, functools.partial)
 
 
+def _by_identity(value):
+    """Whether a captured value is guarded as that very object: arrays used otherwise
+    than as operands, and every callable but a class (a function, a method, a NumPy
+    ufunc ``np.sin``, a builtin, a jittape op ``jt.sin``, a compiled function): what it
+    computes went into the graph, so rebinding the name to another one traces again."""
+    return (isinstance(value, (Tensor, Wrapper) + _BY_IDENTITY) or value.__class__ is _ndarray
+            or (callable(value) and not isinstance(value, type)))
+
+
 def _captured_values(fn):
     """The values ``fn`` reads from its closure cells and from the globals it names (the
     names of its nested code objects too: lambdas, comprehensions; not those of the
@@ -111,8 +120,8 @@ def _nested_codes(code):
 def _capturable(value):
     if value.__class__ is _ndarray or isinstance(value, Tensor):
         return True
-    if isinstance(value, (Wrapper,) + _BY_IDENTITY):   # a helper it calls: rebinding
-        return True                                # the name to another one traces again
+    if _by_identity(value):                         # a helper it calls: rebinding
+        return True                                 # the name to another one traces again
     if not isinstance(value, _GUARDED):
         return False
     if isinstance(value, tuple):                  # a shape, a few options: compared
@@ -151,7 +160,7 @@ def _capture_checks(trace):
                 checks.append((c, "scalar", v.__class__))
             else:
                 checks.append((c, "array", (v.dtype, {v.shape})))
-        elif v.__class__ is _ndarray or isinstance(v, (Tensor, Wrapper) + _BY_IDENTITY):
+        elif _by_identity(v):
             checks.append((c, "same", v))
         else:
             checks.append((c, "value", (v.__class__, {v})))

@@ -300,10 +300,20 @@ def _as_tracer(trace, x, mode, name):
 
 
 def _as_tensor(x):
-    """A leaf of a differentiated argument, as a tensor a tape can watch."""
+    """A leaf of a differentiated argument, as a tensor a tape can watch. A Python float
+    is what it is as an argument of a compiled function called on its own: a float64
+    value typed weakly (it does not widen a float32 tensor), in the trace inlining it."""
     if isinstance(x, Tensor):
         return x
-    return Tensor(np.float32(x) if isinstance(x, float) else x)
+    if isinstance(x, float):
+        from ..recording import current_trace
+        trace = current_trace()
+        if trace is None:                                   # pragma: no cover - traced only
+            return Tensor(np.float64(x))
+        t = trace.tracer(np.float64(x))
+        trace.weak.add(t._var.id)
+        return t
+    return Tensor(x)
 
 
 def _grad_or_zeros(ct, t):

@@ -229,6 +229,7 @@ arcsinh = elementwise("arcsinh", np.arcsinh, "np.arcsinh({0})",
 sigmoid = elementwise("sigmoid", np.exp, "sigmoid_{f}({0})", [
     lambda g, out, x: multiply(g, multiply(out, subtract(1, out))),
 ], save=OUTPUT, domain=(-6.0, 6.0), impl=special.expit, costly=True)
+sigmoid.abstract = _abstract("sigmoid", special.expit)   # (its dtypes: an int8 gives float64)
 softplus = elementwise("softplus", np.exp, "softplus_{f}({0})", [lambda g, out, x: multiply(g, sigmoid(x))],
                        save=INPUTS, domain=(-6.0, 6.0), impl=lambda x: np.logaddexp(0, x), costly=True)
 relu = elementwise("relu", np.positive, "relu_{f}({0})", [lambda g, out, x: where(greater(out, 0), g, 0)],
@@ -300,7 +301,9 @@ def _sinc_partial(g, out, x):
     # no NaN reaches the selected-away side, nor its derivatives)
     zero = equal(x, 0)
     slope = divide(subtract(cos(multiply(x, math.pi)), out), where(zero, 1, x))
-    return multiply(g, where(zero, 0, slope))
+    # (at 0: -pi^2/3 x, whose value is the limit 0 and whose slope sinc's second
+    # derivative there, for Hessians)
+    return multiply(g, where(zero, multiply(x, -math.pi ** 2 / 3), slope))
 
 
 # NumPy's sinc: sin(pi x) / (pi x), 1 at 0 (np.sinc is a function, not a ufunc: np.sin
@@ -309,6 +312,7 @@ sinc = elementwise("sinc", np.sin, "(np.sin(np.{dtype}(3.141592653589793) * {0})
                    "(np.{dtype}(3.141592653589793) * {0}) if {0} != 0 else np.{dtype}(1))",
                    [_sinc_partial], save=(True, True), impl=np.sinc, costly=True)
 numpy_dispatch(np.sinc)(sinc)
+sinc.abstract = _abstract("sinc", np.sinc)      # (an integer or bool gives float64)
 
 
 def _ignoring_nan(prefer):
@@ -371,7 +375,9 @@ def _squared_norm(y, x):
 
 
 # arctan2(y, x): the domain keeps y > 0, off the branch cut (y = 0, x < 0) and the origin
-arctan2 = elementwise("arctan2", np.arctan2, "np.arctan2({0}, {1})", [
+# (the operands cast to the result's dtype: Numba's float32 x int32 loop computes in
+# float32 where NumPy's result is float64)
+arctan2 = elementwise("arctan2", np.arctan2, "np.arctan2(np.{dtype}({0}), np.{dtype}({1}))", [
     lambda g, out, y, x: divide(multiply(g, x), _squared_norm(y, x)),
     lambda g, out, y, x: negative(divide(multiply(g, y), _squared_norm(y, x))),
 ], save=INPUTS, domain=((0.2, 2.0), (-2.0, 2.0)), costly=True)
@@ -384,7 +390,7 @@ def _hypot_partial(k):
     return rule
 
 
-hypot = elementwise("hypot", np.hypot, "np.hypot({0}, {1})", [_hypot_partial(0), _hypot_partial(1)],
+hypot = elementwise("hypot", np.hypot, "np.hypot(np.{dtype}({0}), np.{dtype}({1}))", [_hypot_partial(0), _hypot_partial(1)],
                     save=(True, True), costly=True)
 
 # copysign(x, y) = |x| with y's sign: the slope in x is sign(x) times that sign, which
@@ -434,7 +440,11 @@ def _round_scalar(node):
     if dtype.kind != "f" and d >= 0:
         return "{0}"
     work = dtype if dtype in _ROUNDER else np.dtype(np.float64)
-    scale = f"np.{work.name}({float(10.0 ** (d if d > 0 else -d))!r})"
+    try:
+        power = float(10.0 ** abs(d))
+    except OverflowError:                  # (|decimals| > 308: NumPy's inf, then NaN)
+        power = math.inf
+    scale = _float_code(power, work)
     x = f"np.{work.name}({{0}})" if work != dtype else "{0}"
     if d == 0:
         code = _rint_code(x, work)
@@ -557,6 +567,8 @@ def _nan_to_num_impl(x, nan=0.0, posinf=None, neginf=None):
 
 
 def _float_code(value, dtype):
+    with np.errstate(over="ignore"):       # (a bound beyond float32's range is its inf)
+        value = dtype.type(value)
     if np.isnan(value):
         return f"np.{dtype.name}(np.nan)"
     if np.isinf(value):

@@ -160,6 +160,10 @@ _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract
 @numpy_dispatch(np.einsum)
 def einsum(spec, *operands):
     """Einstein summation over one or two operands, e.g. ``einsum('bij,bjk->bik', a, b)``."""
+    if not isinstance(spec, str):
+        raise UnsupportedError(at_user_line(
+            "einsum: the subscripts must be a string ('ij,jk->ik'); the form with a list of "
+            "axes after each operand is not supported"))
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
 

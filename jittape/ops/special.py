@@ -15,6 +15,7 @@ import math
 import numpy as np
 from scipy import special
 
+from ..errors import at_user_line
 from ..tensor import UFUNC_TABLE
 from . import elementwise as ew
 from .core import composite, ex, public
@@ -36,7 +37,7 @@ erfc = elementwise("erfc", special.erfc, "np.{dtype}(math.erfc({0}))", [
 
 
 def _polygamma_scalar(node):
-    return f"polygamma_{{f}}({node.params['n']}, {{0}})"
+    return f"polygamma_{{f}}({node.params['n']}, np.{{dtype}}({{0}}))"
 
 
 def _polygamma_partial(g, out, x, n):
@@ -51,7 +52,7 @@ polygamma_prim = elementwise("polygamma", special.digamma, _polygamma_scalar,
 polygamma_prim.examples = [ex((3,), n=1), ex((2, 3), n=2), ex((), n=1)]
 polygamma_prim.backends = ("cpu",)
 
-digamma = elementwise("digamma", special.digamma, "digamma_{f}({0})", [
+digamma = elementwise("digamma", special.digamma, "digamma_{f}(np.{dtype}({0}))", [
     lambda g, out, x: ew.multiply(g, polygamma_prim.bind(x, n=1)),
 ], save=INPUTS, domain=(0.5, 3.0), costly=True)
 digamma.backends = ("cpu",)
@@ -66,24 +67,27 @@ gammaln = elementwise("gammaln", special.gammaln, "np.{dtype}(math.lgamma({0}))"
 def polygamma(n, x):
     """``scipy.special.polygamma(n, x)``: the n-th derivative of digamma (``n`` an int,
     0 for digamma itself)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(at_user_line(
+            f"polygamma: the order n must be a non-negative int, got {n!r}"))
     n = int(n)
-    if n < 0:
-        raise ValueError(f"polygamma: the order n must be a non-negative int, got {n}")
     return digamma(x) if n == 0 else polygamma_prim.bind(x, n=n)
 
 
 @composite(examples=[ex((3,), (3,)), ex((2, 3), (3,))], domain=((0.0, 2.0), (0.5, 2.0)))
 def xlogy(x, y):
-    """``x * log(y)``, 0 where ``x`` is 0 (whatever ``y``; its gradients there are 0)."""
-    zero = ew.equal(x, 0)
-    return ew.where(zero, 0, ew.multiply(x, ew.log(ew.where(zero, 1, y))))
+    """``x * log(y)``, 0 where ``x`` is 0 whatever ``y`` (as SciPy); its derivatives are
+    JAX's: ``log(y)`` in ``x`` at ``x = 0`` (the true one, where ``y > 0``), and 0 there
+    for ``y <= 0``, where the log is replaced by 0 (no NaN reaches either gradient)."""
+    safe = ew.where(ew.logical_and(ew.equal(x, 0), ew.less_equal(y, 0)), 1, y)
+    return ew.multiply(x, ew.log(safe))
 
 
 @composite(examples=[ex((3,), (3,)), ex((2, 3), (3,))], domain=((0.0, 2.0), (-0.5, 2.0)))
 def xlog1py(x, y):
-    """``x * log1p(y)``, 0 where ``x`` is 0."""
-    zero = ew.equal(x, 0)
-    return ew.where(zero, 0, ew.multiply(x, ew.log1p(ew.where(zero, 0, y))))
+    """``x * log1p(y)``, 0 where ``x`` is 0 whatever ``y`` (derivatives as ``xlogy``'s)."""
+    safe = ew.where(ew.logical_and(ew.equal(x, 0), ew.less_equal(y, -1)), 0, y)
+    return ew.multiply(x, ew.log1p(safe))
 
 
 @composite(examples=UNARY_EXAMPLES[:3], domain=(0.1, 0.9))
