@@ -413,9 +413,29 @@ FUNCTIONS = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "softplus", "rel
 for _ftype, _suffix in ((np.float32, "f32"), (np.float64, "f64")):
     for _name, _fn in _make(_ftype).items():
         globals()[f"{_name}_{_suffix}"] = _public(f"{_name}_{_suffix}", _ftype, _fn)
-if numba.config.DISABLE_JIT:      # (no machine code: the bit-level intrinsics cannot run)
-    from .python_tier import _python_math
-    globals().update(_python_math())
+
+
+def _numpy_versions():
+    """The functions as NumPy computes them on one number, in its float type, for a
+    process where Numba compiles nothing (``NUMBA_DISABLE_JIT``): the bit-level
+    intrinsics they are written with have no Python implementation."""
+    from scipy import special
+    made = {}
+    for ftype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
+        for name, fn in (("exp", np.exp), ("expm1", np.expm1), ("log", np.log),
+                         ("log1p", np.log1p), ("tanh", np.tanh), ("sigmoid", special.expit),
+                         ("softplus", lambda x: np.logaddexp(0, x)),
+                         ("relu", lambda x: np.maximum(x, 0))):
+            def call(x, fn=fn, ftype=ftype):
+                with np.errstate(all="ignore"):       # (inf and NaN, as NumPy's arrays)
+                    return ftype(fn(ftype(x)))
+            call.__name__ = f"{name}_{suffix}"
+            made[call.__name__] = call
+    return made
+
+
+if numba.config.DISABLE_JIT:
+    globals().update(_numpy_versions())
 
 
 # NumPy's functions in the primitives' scalar lowerings, and their names here

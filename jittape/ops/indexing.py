@@ -18,8 +18,8 @@ from ..tensor import Tensor
 from . import elementwise as _ew
 from .core import (Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch,
                    public, same_size, shape_of)
-from .shape import (_as_size, _ndim, _shape, atleast_1d, atleast_2d, axis_index, exact_sizes,
-                    expand_dims, reshape, transpose)
+from .shape import (_as_size, _axes_in_order, _ndim, _shape, atleast_1d, atleast_2d, axis_index,
+                    broadcast_to, exact_sizes, expand_dims, reshape, transpose)
 
 # -- joining: concatenate, stack ------------------------------------------------------
 
@@ -903,3 +903,238 @@ def _row_of(node):
 
 
 getitem_prim.row_of = _row_of
+
+
+# -- shape functions built on indexing and joining: flips, rolls, tiles, pads, diffs ----
+
+def _flip_axes(x, axes):
+    if not axes:
+        return x
+    return getitem(x, tuple(slice(None, None, -1) if a in axes else slice(None)
+                            for a in range(max(axes) + 1)))
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3, 2), axis=1), ex((2, 3), axis=(0, -1))],
+           numpy=(np.flip,))
+def flip(m, axis=None):
+    """``m`` with the order of its elements reversed along ``axis`` (all axes if None)."""
+    if axis is None:
+        return _flip_axes(m, tuple(range(_ndim(m))))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return _flip_axes(m, _axes_in_order("flip", axes, _shape(m), "axis"))
+
+
+@composite(examples=[ex((2, 3))], numpy=(np.fliplr,))
+def fliplr(m):
+    """``m`` reversed along axis 1 (left to right)."""
+    if _ndim(m) < 2:
+        raise ShapeError(at_user_line(f"fliplr: Input must be >= 2-d (shape {_shape(m)})"))
+    return _flip_axes(m, (1,))
+
+
+@composite(examples=[ex((3,)), ex((2, 3))], numpy=(np.flipud,))
+def flipud(m):
+    """``m`` reversed along axis 0 (up to down)."""
+    if _ndim(m) < 1:
+        raise ShapeError(at_user_line(f"flipud: Input must be >= 1-d (shape {_shape(m)})"))
+    return _flip_axes(m, (0,))
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), k=2), ex((2, 3, 2), k=-1, axes=(1, 2))],
+           numpy=(np.rot90,))
+def rot90(m, k=1, axes=(0, 1)):
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes``, from the first
+    towards the second (NumPy's rot90)."""
+    axes = tuple(axes)
+    ndim = _ndim(m)
+    if len(axes) != 2:
+        raise ShapeError(at_user_line(f"rot90: len(axes) must be 2, got {axes}"))
+    if axes[0] == axes[1] or abs(axes[0] - axes[1]) == ndim:
+        raise ShapeError(at_user_line(f"rot90: Axes must be different, got {axes}"))
+    if not all(-ndim <= a < ndim for a in axes):
+        raise ShapeError(at_user_line(
+            f"rot90: Axes={axes} out of range for array of ndim={ndim} (shape {_shape(m)})"))
+    a0, a1 = axes[0] % ndim, axes[1] % ndim
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return _flip_axes(m, (a0, a1))
+    perm = list(range(ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(_flip_axes(m, (a1,)), perm)
+    return _flip_axes(transpose(m, perm), (a1,))
+
+
+@composite(examples=[ex((2, 3), shift=4), ex((2, 3), shift=(1, -1), axis=(0, 1))],
+           numpy=(np.roll,))
+def roll(a, shift, axis=None):
+    """Elements of ``a`` shifted by ``shift`` along ``axis`` (of the flattened ``a`` if
+    None), those that leave one end coming back at the other."""
+    if axis is None:
+        return reshape(roll(reshape(a, (-1,)), shift, 0), _shape(a))
+    try:
+        pairs = np.broadcast(np.asarray(shift), np.asarray(axis))
+    except ValueError:
+        raise ShapeError(at_user_line(
+            f"roll: shift {shift!r} and axis {axis!r} cannot be broadcast together "
+            f"(shape {_shape(a)})")) from None
+    shifts = {}
+    for s, ax in pairs:
+        ax = axis_index("roll", int(ax), _shape(a))
+        shifts[ax] = shifts.get(ax, 0) + int(s)
+    shape = _shape(a)
+    exact_sizes()                          # where the cut falls depends on the size
+    for ax, s in sorted(shifts.items()):
+        n = int(shape[ax])
+        s = s % n if n else 0
+        if s:
+            a = concatenate([slice_axis(a, ax, n - s, n), slice_axis(a, ax, 0, n - s)], ax)
+    return a
+
+
+@composite(examples=[ex((2, 3), reps=2), ex((2, 3), reps=(2, 1, 2)), ex((3,), reps=(2, 1))],
+           numpy=(np.tile,))
+def tile(A, reps):
+    """``A`` repeated ``reps`` times along each axis (NumPy's tile: ``A`` or ``reps``
+    padded with leading ones to the same length)."""
+    reps = tuple(operator.index(r) for r in (np.atleast_1d(np.asarray(reps))))
+    if any(r < 0 for r in reps):
+        raise ShapeError(at_user_line(f"tile: negative repetitions {reps} (shape {_shape(A)})"))
+    shape = _shape(A)
+    d = max(len(reps), len(shape))
+    shape = (1,) * (d - len(shape)) + tuple(shape)
+    reps = (1,) * (d - len(reps)) + reps
+    # each axis n becomes (r, n), broadcast from (1, n): the gradient of a repeat is
+    # broadcast_to's, a sum over the copies
+    spread = tuple(v for n in shape for v in (1, n))
+    copies = tuple(v for r, n in zip(reps, shape) for v in (r, n))
+    out = broadcast_to(reshape(A, spread), copies)
+    return reshape(out, tuple(r * n for r, n in zip(reps, shape)))
+
+
+@composite(examples=[ex((2, 3), repeats=2), ex((2, 3), repeats=2, axis=1),
+                     ex((2, 3), repeats=[1, 0, 3], axis=-1)], numpy=(np.repeat,))
+def repeat(a, repeats, axis=None):
+    """Each element of ``a`` repeated ``repeats`` times along ``axis`` (of the flattened
+    ``a`` if None); ``repeats`` an int or one count per element of that axis."""
+    if axis is None:
+        a = reshape(a, (-1,))
+        axis = 0
+    shape = _shape(a)
+    axis = axis_index("repeat", axis, shape)
+    counts = np.asarray(repeats._value if isinstance(repeats, Tensor) and repeats._value
+                        is not None else repeats)
+    if counts.dtype.kind not in "iub" or counts.ndim > 1:
+        raise UnsupportedError(at_user_line(
+            f"repeat: repeats must be an int or a 1-d sequence of ints known when the "
+            f"function is traced, got {counts.dtype} {counts.shape} (shape {shape})"))
+    if np.any(counts < 0):
+        raise ShapeError(at_user_line(f"repeat: negative repeats {counts.tolist()} "
+                                      f"(shape {shape})"))
+    if counts.ndim == 0 or counts.size == 1:
+        r = int(counts.reshape(-1)[0])
+        spread = shape[:axis + 1] + (1,) + shape[axis + 1:]
+        copies = shape[:axis + 1] + (r,) + shape[axis + 1:]
+        out = broadcast_to(reshape(a, spread), copies)
+        return reshape(out, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    exact_sizes()                            # one count per element: the sizes are fixed
+    if counts.size != int(shape[axis]):
+        raise ShapeError(at_user_line(
+            f"repeat: {counts.size} repeats for axis {axis} of size {int(shape[axis])} "
+            f"(shape {shape})"))
+    return take(a, np.repeat(np.arange(counts.size), counts), axis=axis)
+
+
+def _pad_pairs(op, width, ndim, shape, what):
+    """NumPy's forms of a per-axis (before, after) argument as ``ndim`` pairs."""
+    try:
+        pairs = np.broadcast_to(np.asarray(width), (ndim, 2))
+    except ValueError:
+        raise ShapeError(at_user_line(
+            f"{op}: {what} {width!r} cannot be broadcast to ({ndim}, 2) (shape {shape})")) from None
+    return pairs
+
+
+@composite(examples=[ex((2, 3), pad_width=((1, 0), (2, 2))),
+                     ex((3,), pad_width=(0, 2), constant_values=1.5)], numpy=(np.pad,))
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``array`` padded with ``constant_values`` (0 unless given): ``pad_width`` in NumPy's
+    forms (an int, ``(before, after)``, or one pair per axis). Only ``mode="constant"``."""
+    shape = _shape(array)
+    ndim = len(shape)
+    if mode != "constant":
+        raise UnsupportedError(at_user_line(
+            f"pad: mode {mode!r} is not supported (shape {shape}); only mode='constant'"))
+    unknown = set(kwargs) - {"constant_values"}
+    if unknown:
+        raise ValueError(at_user_line(
+            f"pad: unsupported keyword arguments for mode 'constant': {sorted(unknown)} "
+            f"(shape {shape})"))
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu":
+        raise TypeError(at_user_line(f"pad: `pad_width` must be of integral type, got "
+                                     f"{widths.dtype} (shape {shape})"))
+    widths = _pad_pairs("pad", widths, ndim, shape, "pad_width")
+    if np.any(widths < 0):
+        raise ShapeError(at_user_line(f"pad: index can't contain negative values "
+                                      f"(pad_width {np.asarray(pad_width).tolist()}, shape "
+                                      f"{shape})"))
+    values = _pad_pairs("pad", kwargs.get("constant_values", 0), ndim, shape,
+                        "constant_values")
+    dtype = array.dtype if hasattr(array, "dtype") else np.asarray(array).dtype
+    # axis by axis, as NumPy fills them: a later axis's pads cover the corners
+    for ax in range(ndim):
+        parts = []
+        for side, width in enumerate(widths[ax]):
+            if width:
+                block = list(_shape(array))
+                block[ax] = int(width)
+                fill = np.asarray(values[ax][side]).astype(dtype)
+                parts.append((side, broadcast_to(fill, tuple(block))))
+        if parts:
+            before = [p for side, p in parts if side == 0]
+            after = [p for side, p in parts if side == 1]
+            array = concatenate(before + [array] + after, ax)
+    return array
+
+
+_NO_VALUE = object()
+
+
+@composite(examples=[ex((5,)), ex((2, 4), n=2, axis=0)],
+           numpy=(np.diff,))
+def diff(a, n=1, axis=-1, prepend=_NO_VALUE, append=_NO_VALUE):
+    """The ``n``-th discrete difference along ``axis``: ``a[1:] - a[:-1]``, ``n`` times."""
+    n = operator.index(n)
+    if n < 0:
+        raise ShapeError(at_user_line(
+            f"diff: order must be non-negative but got {n} (shape {_shape(a)})"))
+    if n == 0:
+        return a
+    shape = _shape(a)
+    if not shape:
+        raise ShapeError(at_user_line(
+            "diff: diff requires input that is at least one dimensional (shape ())"))
+    axis = axis_index("diff", axis, shape)
+    parts = []
+    for extra in (prepend, append):
+        if extra is _NO_VALUE:
+            parts.append(None)
+            continue
+        if not isinstance(extra, Tensor):
+            extra = np.asarray(extra)          # (NumPy's: a Python float is a float64)
+        if _ndim(extra) == 0:
+            block = list(shape)
+            block[axis] = 1
+            extra = broadcast_to(extra, tuple(block))
+        parts.append(extra)
+    if parts[0] is not None or parts[1] is not None:
+        a = concatenate([p for p in (parts[0], a, parts[1]) if p is not None], axis)
+    for _ in range(n):
+        a = _ew.subtract(slice_axis(a, axis, 1, None), slice_axis(a, axis, 0, -1))
+    return a
+
+
+# -- lowerings ---------------------------------------------------------------------------

@@ -12,8 +12,9 @@ from .elementwise import (abs, add, cast, clip, divide, equal, floor_divide, gre
                           logical_or, mod, multiply, negative, not_equal, power, subtract)
 from .linalg import dot, matmul
 from .reduce import cumprod, cumsum, max, mean, min, prod, std, sum, var
-from .indexing import diagonal, getitem, trace
-from .shape import ravel, repeat, reshape, squeeze, swapaxes, transpose
+from .indexing import diagonal, getitem, repeat, trace
+from .shape import ravel, reshape, squeeze, swapaxes, transpose
+
 
 class TensorMethods:
     """Set on ``Tensor`` (and so on ``Variable``) by ``install``."""
