@@ -270,7 +270,7 @@ CASES = [
      TypeError, ["switch", "branch 1 returns", "float64[]", "branch 0 ['float64[3]']"]),
     # -- NumPy's shape functions, statistics, joins and splits (shape.py, reduce.py,
     # indexing.py, linalg.py)
-    ("stack a tensor", lambda: jnp.vstack(c(np.ones((2, 3)))), TypeError, ["vstack", "sequence", "(2, 3)"]),
+    ("stack a 0-d tensor", lambda: jnp.vstack(c(np.float64(1.0))), TypeError, ["vstack", "sequence", "0-d tensor"]),
     ("hstack nothing", lambda: jnp.hstack([]), ValueError, ["hstack", "need at least one array"]),
     ("array_split sections", lambda: jnp.array_split(c(np.ones(4)), 0), jt.ShapeError, ["array_split", "number sections must be larger than 0", "(4,)"]),
     ("split unequal", lambda: jnp.split(c(np.ones((2, 3))), 2, axis=1), jt.ShapeError, ["split", "equal division", "size 3", "(2, 3)"]),

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import special
 
 from ..errors import UnsupportedError, at_user_line, numpy_warnings_at_user
-from ..tensor import Tensor, Variable
+from ..tensor import UFUNC_TABLE, Tensor, Variable
 from .core import (CHEAP, COSTLY, REGISTRY, Aval, Fixed, Primitive, broadcast_shapes, composite,
                    ex, numpy_dispatch, public, shape_of, ufunc_dtype)
 
@@ -159,6 +159,8 @@ def _power_vjp_x(g, out, x, y):
     # (a NumPy exponent may hold many elements: no truth value; y - 1 is NumPy's)
     if np.ndim(y) == 0 and y == 2:
         slope = x
+    elif np.ndim(y) == 0 and y == 0:       # (x**0 is 1: its slope 0, also at x = 0)
+        return multiply(g, 0)
     else:
         slope = power(x, np.subtract(y, 1) if np.ndim(y) else y - 1)
     return multiply(g, multiply(slope, y))
@@ -603,3 +605,37 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     for NumPy's signature (a tensor is never changed in place)."""
     return _nan_to_num.bind(x, nan=float(nan), posinf=None if posinf is None else float(posinf),
                             neginf=None if neginf is None else float(neginf))
+
+
+# -- the complex parts of real values (complex tensors are not supported yet) ------------
+
+@composite(examples=UNARY_EXAMPLES[:2], numpy=(np.real,))
+def real(val):
+    """``np.real`` of a real tensor: the tensor itself."""
+    return val
+
+
+@composite(examples=UNARY_EXAMPLES[:2], numpy=(np.imag,))
+def imag(val):
+    """``np.imag`` of a real tensor: zeros of its dtype (``x < x`` is False everywhere,
+    NaN and inf included), with no gradient."""
+    return cast(less(val, val), val.dtype)
+
+
+@composite(examples=UNARY_EXAMPLES[:2])
+def conjugate(x):
+    """``np.conjugate`` (``np.conj``) of a real tensor: the tensor itself."""
+    return x
+
+
+@composite(examples=UNARY_EXAMPLES[:2], numpy=(np.angle,))
+def angle(z, deg=False):
+    """``np.angle`` of a real tensor: pi where it is negative, else 0 (NaN kept), in
+    degrees with ``deg``; no gradient (it is constant between its jumps)."""
+    half_turn = 180.0 if deg else math.pi
+    # (the step in z's dtype times a Python number: a float32 tensor stays float32)
+    return where(isnan(z), z, multiply(cast(less(z, 0), z.dtype), half_turn))
+
+
+conj = conjugate
+UFUNC_TABLE[np.conjugate] = conjugate

@@ -386,10 +386,12 @@ def _as_dtype(xs, dtype):
 
 
 def _sequence(op, tup):
-    if isinstance(tup, Tensor) or isinstance(tup, np.ndarray):
-        raise TypeError(at_user_line(
-            f"{op}: arrays to stack must be passed as a sequence (a list or tuple), got a "
-            f"tensor of shape {_shape(tup)}"))
+    if isinstance(tup, (Tensor, np.ndarray)):     # (NumPy's: the rows of an array)
+        if not _ndim(tup):
+            raise TypeError(at_user_line(
+                f"{op}: arrays to stack must be passed as a sequence (a list or tuple), got "
+                "a 0-d tensor"))
+        return [tup[i] for i in range(int(_shape(tup)[0]))]
     xs = list(tup)
     if not xs:
         raise ValueError(at_user_line(f"{op}: need at least one array to concatenate"))

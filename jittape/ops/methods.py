@@ -7,9 +7,10 @@ the op package loads, so no module imports one that imports it.
 
 from ..recording import TRACES, current_trace
 from ..tensor import Tensor, Variable, to_array
-from .elementwise import (abs, add, cast, clip, divide, equal, floor_divide, greater,
-                          greater_equal, identity, less, less_equal, logical_and, logical_not,
-                          logical_or, mod, multiply, negative, not_equal, power, subtract)
+from .elementwise import (abs, add, cast, clip, conjugate, divide, equal, floor_divide, greater,
+                          greater_equal, identity, imag, less, less_equal, logical_and,
+                          logical_not, logical_or, mod, multiply, negative, not_equal, power, real,
+                          subtract)
 from .linalg import dot, matmul
 from .reduce import cumprod, cumsum, max, mean, min, prod, std, sum, var
 from .indexing import diagonal, getitem, repeat, trace
@@ -168,6 +169,19 @@ class TensorMethods:
 
     def astype(self, dtype):
         return cast(self, dtype)
+
+    @property
+    def real(self):
+        return real(self)
+
+    @property
+    def imag(self):
+        return imag(self)
+
+    def conj(self):
+        return conjugate(self)
+
+    conjugate = conj
 
 
     @property
