@@ -9,6 +9,8 @@ import pytest
 
 import jittape as jt
 
+from opcheck import numeric_grad
+
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
@@ -18,16 +20,9 @@ def _dominant(rng, *shape):
     return rng.uniform(-0.5, 0.5, shape) + 3.0 * np.eye(n)
 
 
-def _numeric_grad(f, args, k, eps=1e-6):
-    x = args[k]
-    grad = np.zeros_like(x)
-    for i in range(x.size):
-        plus = [a.copy() for a in args]
-        minus = [a.copy() for a in args]
-        plus[k].reshape(-1)[i] += eps
-        minus[k].reshape(-1)[i] -= eps
-        grad.reshape(-1)[i] = (f(*plus) - f(*minus)) / (2 * eps)
-    return grad
+def _numeric_grad(f, args, k):
+    """Central differences of the scalar ``f(*args)`` in ``args[k]``."""
+    return numeric_grad(lambda values: f(*values), list(args), k)
 
 
 def loss(a, b, c, m, v):

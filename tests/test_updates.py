@@ -6,6 +6,8 @@ import pytest
 
 import jittape as jt
 
+from opcheck import numeric_grad
+
 X = np.arange(1.0, 13.0).reshape(3, 4) / 7.0
 
 
@@ -59,16 +61,9 @@ def _loss(rows):
     return loss
 
 
-def _fd(f, args, k, eps=1e-6):
-    x = args[k]
-    out = np.zeros_like(x)
-    for i in range(x.size):
-        plus = [a.copy() for a in args]
-        minus = [a.copy() for a in args]
-        plus[k].reshape(-1)[i] += eps
-        minus[k].reshape(-1)[i] -= eps
-        out.reshape(-1)[i] = (f(*plus) - f(*minus)) / (2 * eps)
-    return out
+def _fd(f, args, k):
+    """Central differences of the scalar ``f(*args)`` in ``args[k]``."""
+    return numeric_grad(lambda values: f(*values), list(args), k)
 
 
 def test_gradients_in_x_and_v_eager_and_compiled():
