@@ -177,3 +177,26 @@ def test_nan_in_gives_nan_out_compiled_as_eagerly():
     det, inv, x, logdet = f(a, np.array([np.nan, 1.0]))
     assert np.isnan(det) and np.isnan(inv).any() and np.isnan(x).any() and np.isnan(logdet)
     assert np.isnan(float(np.linalg.det(jt.constant(a))))
+
+
+EINSUMS = ["...ij,jk->...ik", "...ij,jk", "ijk,kl,lm->im", "ijk,kl,lj", "i...,i...->...",
+           "...j->...", "ab,bc,cd,de->ae"]
+
+
+@pytest.mark.parametrize("spec", EINSUMS)
+def test_einsum_ellipses_and_many_operands(spec):
+    rng = np.random.default_rng(len(spec))
+    shapes = {"...ij,jk->...ik": [(2, 3, 4), (4, 5)], "...ij,jk": [(2, 3, 4), (4, 5)],
+              "ijk,kl,lm->im": [(2, 3, 4), (4, 5), (5, 3)], "ijk,kl,lj": [(2, 3, 4), (4, 5), (5, 3)],
+              "i...,i...->...": [(2, 3, 4), (2, 3, 4)], "...j->...": [(2, 3, 4)],
+              "ab,bc,cd,de->ae": [(2, 3), (3, 4), (4, 5), (5, 2)]}[spec]
+    ops = [rng.normal(size=s) for s in shapes]
+    want = np.einsum(spec, *ops)
+    np.testing.assert_allclose(np.einsum(spec, *[jt.constant(o) for o in ops]).numpy(), want)
+
+    def loss(*a):
+        return jt.sum(np.einsum(spec, *a) ** 2)
+    got = jt.grad(loss, argnums=0)(*ops)
+    np.testing.assert_allclose(got, _numeric_grad(lambda *a: float(loss(*map(jt.constant, a))),
+                                                  ops, 0), rtol=1e-6, atol=1e-8)
+

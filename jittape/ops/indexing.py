@@ -147,7 +147,8 @@ def _as_index_array(item):
         if item.dtype.kind not in "iu":
             raise UnsupportedError(at_user_line(
                 f"getitem: index arrays must be integers, got {item.dtype} (boolean masks "
-                "give data-dependent shapes and only work in eager code)"))
+                "give data-dependent shapes and only work in eager code; in a compiled "
+                "function use jt.where(mask, x, 0), or indices found outside it)"))
         return [item]
     value = item._value if isinstance(item, Tensor) else np.asarray(item)
     value = np.asarray(value)

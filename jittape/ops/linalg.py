@@ -91,9 +91,7 @@ def outer(a, b):
 
 def parse_einsum(spec, n_operands):
     """'ij,jk->ik' -> (['ij', 'jk'], 'ik'), checked; implicit outputs made explicit."""
-    spec = spec.replace(" ", "")
-    if "." in spec:
-        raise UnsupportedError(at_user_line(f"einsum: '...' is not supported (spec {spec!r})"))
+    spec = spec.replace(" ", "")           # (``einsum`` wrote each '...' as letters)
     if "->" in spec:
         lhs, out = spec.split("->")
     else:
@@ -159,13 +157,67 @@ _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract
 
 @numpy_dispatch(np.einsum)
 def einsum(spec, *operands):
-    """Einstein summation over one or two operands, e.g. ``einsum('bij,bjk->bik', a, b)``."""
+    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``: ``...`` for the axes
+    the letters do not name, any number of operands (contracted two at a time, left to
+    right), no repeated index within an operand (diagonals)."""
     if not isinstance(spec, str):
         raise UnsupportedError(at_user_line(
             "einsum: the subscripts must be a string ('ij,jk->ik'); the form with a list of "
             "axes after each operand is not supported"))
+    spec = spec.replace(" ", "")
+    if "." in spec:
+        spec = _explicit_ellipses(spec, operands)
+    lhs, arrow, out = spec.partition("->")
+    ins = lhs.split(",")
+    if len(ins) > 2 and len(ins) == len(operands):
+        return _pairwise(ins, out if arrow else None, list(operands), spec)
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
+
+
+def _explicit_ellipses(spec, operands):
+    """``spec`` with each ``...`` written as letters of its own: an operand's ellipsis
+    stands for its axes the letters do not name, the last of the widest ellipsis's letters
+    (NumPy aligns them from the right); an implicit output starts with them."""
+    lhs, arrow, out = spec.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(operands):
+        raise UnsupportedError(at_user_line(
+            f"einsum: spec {spec!r} names {len(ins)} operands, {len(operands)} given"))
+    widths = []
+    for s, op in zip(ins, operands):
+        named = len(s.replace("...", ""))
+        widths.append(len(shape_of(op)) - named if "..." in s else 0)
+        if widths[-1] < 0:
+            raise ShapeError(at_user_line(
+                f"einsum: operand {s!r} of {spec!r} names more axes than its shape "
+                f"{tuple(shape_of(op))} has"))
+    free = [c for c in _LETTERS if c not in spec]
+    wide = free[:max(widths)]
+    ins = [s.replace("...", "".join(wide[len(wide) - w:])) for s, w in zip(ins, widths)]
+    if arrow:
+        out = out.replace("...", "".join(wide))
+    else:
+        letters = "".join(ins)
+        out = "".join(wide) + "".join(sorted(c for c in set(letters)
+                                             if letters.count(c) == 1 and c not in wide))
+    return ",".join(ins) + "->" + out
+
+
+def _pairwise(ins, out, operands, spec):
+    """An einsum of three or more operands as two-operand einsums, left to right: each
+    keeps the indices that a later operand or the output still names."""
+    if out is None:                                  # NumPy's implicit output
+        letters = "".join(ins)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    current, value = ins[0], operands[0]
+    for k in range(1, len(ins)):
+        later = set(out) | set("".join(ins[k + 1:]))
+        keep = "".join(dict.fromkeys(c for c in current + ins[k] if c in later))
+        step_out = out if k == len(ins) - 1 else keep
+        value = einsum(f"{current},{ins[k]}->{step_out}", value, operands[k])
+        current = step_out
+    return value
 
 
 # -- contractions on einsum and broadcasting -----------------------------------------------

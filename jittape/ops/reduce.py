@@ -224,12 +224,17 @@ def reduce_mean(x, axis=None, keepdims=False):
 
 @composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True),
                      ex((4,), axis=-1), ex((2, 1, 3), axis=(0, 2))], domain=(-3.0, 3.0))
-def logsumexp(x, axis=None, keepdims=False):
-    """log(sum(exp(x))) computed stably (no overflow for large x)."""
+def logsumexp(x, axis=None, keepdims=False, b=None, return_sign=False):
+    """log(sum(exp(x))) computed stably (no overflow for large x); ``b``: weights,
+    log(sum(b exp(x))) as SciPy's (non-negative: ``return_sign`` is not supported)."""
+    if return_sign:
+        raise UnsupportedError(at_user_line(
+            "logsumexp: return_sign=True is not supported; give non-negative weights b"))
     axis = normalize_axes("logsumexp", axis, _ndim(x))     # so a bad axis names logsumexp
     m = _ew.stop_gradient(max(x, axis, keepdims=True))
     m = _ew.where(_ew.isfinite(m), m, 0)
-    s = sum(_ew.exp(_ew.subtract(x, m)), axis, keepdims=True)
+    terms = _ew.exp(_ew.subtract(x, m))
+    s = sum(terms if b is None else _ew.multiply(terms, b), axis, keepdims=True)
     out = _ew.add(_ew.log(s), m)
     if not keepdims:
         out = _shape.reshape(out, _reduced_shape(out.shape, axis, False))
