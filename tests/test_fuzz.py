@@ -212,6 +212,9 @@ WELL_POSED = {
 STRUCTURED = {}
 
 NOT_FUZZED = {
+    "argmax": "an integer position, no gradient: the registry's checks cover it",
+    "argmin": "an integer position, no gradient: the registry's checks cover it",
+    "take_along_axis": "getitem with index arrays, which the fuzzer draws (gen_view)",
     **{name: "a complex part of a real value (the value, zeros, a step): the registry's "
              "checks cover it" for name in ("real", "imag", "conjugate", "angle")},
     "index_add": "the gradient of indexing: reached through getitem's VJP, not a user op",

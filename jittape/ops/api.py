@@ -117,6 +117,7 @@ from .indexing import (  # noqa: F401
     split,
     stack,
     take,
+    take_along_axis,
     tile,
     trace,
     tril,
@@ -148,6 +149,8 @@ from .nn import (  # noqa: F401
     sparse_softmax_cross_entropy,
 )
 from .reduce import (  # noqa: F401
+    argmax,
+    argmin,
     average,
     cumprod,
     cumsum,
@@ -207,6 +210,8 @@ __all__ = [
     'arctan',
     'arctan2',
     'arctanh',
+    'argmax',
+    'argmin',
     'around',
     'array_split',
     'atleast_1d',
@@ -350,6 +355,7 @@ __all__ = [
     'sum',
     'swapaxes',
     'take',
+    'take_along_axis',
     'tan',
     'tanh',
     'tensordot',

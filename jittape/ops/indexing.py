@@ -373,6 +373,29 @@ def take(x, indices, axis=None):
     return getitem(x, (slice(None),) * axis + (indices,))
 
 
+@composite(examples=[ex((3, 4), Fixed(np.array([[0, 3], [1, 1], [2, 0]])), axis=1),
+                     ex((3, 2), Fixed(np.array([[2, 0]])), axis=0)],
+           numpy=(np.take_along_axis,))
+def take_along_axis(arr, indices, axis=-1):
+    """``arr``'s elements at ``indices`` along ``axis``, the other axes matched (NumPy's
+    ``take_along_axis``: ``np.argsort`` and ``np.argmax(keepdims=True)``'s partner)."""
+    if axis is None:
+        arr, axis = reshape(arr, (-1,)), 0
+    ndim = _ndim(arr)
+    if _ndim(indices) != ndim:
+        raise ShapeError(at_user_line(
+            f"take_along_axis: indices of shape {_shape(indices)} need the rank of the "
+            f"array, shape {_shape(arr)}"))
+    (axis,) = normalize_axes("take_along_axis", axis, ndim)
+    exact_sizes()                            # (the other axes' positions: this size's)
+    shape = [int(d) for d in _shape(arr)]
+    index = tuple(indices if k == axis else
+                  np.arange(shape[k]).reshape(tuple(shape[k] if j == k else 1
+                                                    for j in range(ndim)))
+                  for k in range(ndim))
+    return getitem(arr, index)
+
+
 @public
 def gather(params, indices, axis=0):
     """TensorFlow's name for ``take`` (with its default ``axis=0``)."""

@@ -12,7 +12,7 @@ from .elementwise import (abs, add, cast, clip, conjugate, divide, equal, floor_
                           logical_not, logical_or, mod, multiply, negative, not_equal, power, real,
                           subtract)
 from .linalg import dot, matmul
-from .reduce import cumprod, cumsum, max, mean, min, prod, std, sum, var
+from .reduce import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
 from .indexing import diagonal, getitem, repeat, trace
 from .shape import ravel, reshape, squeeze, swapaxes, transpose
 
@@ -169,6 +169,12 @@ class TensorMethods:
 
     def astype(self, dtype):
         return cast(self, dtype)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        return argmax(self, axis, out, keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        return argmin(self, axis, out, keepdims)
 
     @property
     def real(self):

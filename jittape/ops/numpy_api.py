@@ -124,6 +124,7 @@ from .indexing import (  # noqa: F401
     split,
     stack,
     take,
+    take_along_axis,
     tile,
     trace,
     tril,
@@ -141,6 +142,8 @@ from .linalg import (  # noqa: F401
     tensordot,
 )
 from .reduce import (  # noqa: F401
+    argmax,
+    argmin,
     average,
     cumprod,
     cumsum,
@@ -191,6 +194,8 @@ __all__ = [
     'arctan',
     'arctan2',
     'arctanh',
+    'argmax',
+    'argmin',
     'around',
     'array_split',
     'asin',
@@ -315,6 +320,7 @@ __all__ = [
     'sum',
     'swapaxes',
     'take',
+    'take_along_axis',
     'tan',
     'tanh',
     'tensordot',

@@ -241,6 +241,44 @@ def logsumexp(x, axis=None, keepdims=False, b=None, return_sign=False):
     return out
 
 
+# -- positions of extremes: argmax, argmin (no gradient) -----------------------------------
+
+def _arg_extreme(op, extreme, x, axis, keepdims):
+    """The first position along ``axis`` where ``x`` takes its ``extreme`` (a NaN's, as
+    NumPy's): the least position among the hits, positions elsewhere past the end."""
+    if axis is None:
+        x, axis = _shape.reshape(x, (-1,)), 0
+        if keepdims:
+            raise UnsupportedError(at_user_line(f"{op}: keepdims=True needs an axis"))
+    ndim = _ndim(x)
+    (axis,) = normalize_axes(op, axis, ndim)
+    _shape.exact_sizes()                      # (the positions are a constant of this size)
+    n = int(x.shape[axis])
+    positions = np.arange(n, dtype=np.int64).reshape(
+        tuple(n if k == axis else 1 for k in range(ndim)))
+    hit = _ew.logical_or(_ew.equal(x, extreme(x, axis, keepdims=True)), _ew.isnan(x))
+    return min(_ew.where(hit, positions, n), axis, keepdims=keepdims)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True)])
+def argmax(a, axis=None, out=None, keepdims=False):
+    """The position of the first maximum along ``axis`` (of the flattened ``a`` when
+    None), as NumPy's; int64, without gradient."""
+    _no_out("argmax", out)
+    return _arg_extreme("argmax", max, a, axis, keepdims)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True)])
+def argmin(a, axis=None, out=None, keepdims=False):
+    """The position of the first minimum along ``axis`` (NumPy's ``argmin``)."""
+    _no_out("argmin", out)
+    return _arg_extreme("argmin", min, a, axis, keepdims)
+
+
+numpy_dispatch(np.argmax)(argmax)
+numpy_dispatch(np.argmin)(argmin)
+
+
 # -- statistics: compositions of sum, mean, max and min ----------------------------------
 
 def _no_out(op, out):
