@@ -193,6 +193,82 @@ def docs_text(text):
     return text[:begin] + docs_block() + text[end:]
 
 
+SUPPORT_HEADER = """# NumPy and SciPy on jittape tensors
+
+Written by `python -m jittape.ops.names` from the op registry (do not edit). Each row is
+a NumPy or SciPy function that, called on jittape tensors, reaches a jittape op: it is
+recorded by tapes (eager) and traced into compiled functions (`jt.grad`, `jt.function`,
+...), and `jt.vmap` batches it. *Gradient*: whether it passes gradients (no: an integer
+result, a comparison, a rounding). *CUDA*: whether `target="cuda"` compiles it (no: it
+raises `UnsupportedError` naming the op). A function not listed raises
+`UnsupportedError` naming itself. See [api.md](api.md) for each op's notes.
+
+| function | jittape op | eager | compiled | gradient | CUDA |
+|---|---|---|---|---|---|
+"""
+
+
+def _record_of(op):
+    """The registry record (primitive or composite) a dispatched function stands for."""
+    if isinstance(op, core.Primitive):
+        return op
+    for c in core.COMPOSITES.values():
+        if c.fn is op:
+            return c
+    name = getattr(op, "__name__", "")
+    return core.REGISTRY.get(name) or core.COMPOSITES.get(name)
+
+
+def _passes_gradients(record):
+    if isinstance(record, core.Primitive):
+        return record.differentiable
+    for example in record.examples[:1]:          # a composite: its result's dtype
+        args = [np.full(spec, 0.5) if isinstance(spec, tuple) else
+                getattr(spec, "value", spec) for spec in example.inputs]
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = record.call(*args, **example.params)
+        except Exception:                          # (an example that needs its domain)
+            return True
+        leaves = out if isinstance(out, tuple) else (out,)
+        return any(np.dtype(getattr(v, "dtype", np.float64)).kind in "fc" for v in leaves)
+    return True
+
+
+def _on_cuda(record):
+    if isinstance(record, core.Primitive):
+        if "cuda" not in record.backends:
+            return "no"
+        return getattr(record, "cuda_note", "yes")
+    return "no" if record.fn.__module__.endswith(".lapack") else "yes"
+
+
+def support_table():
+    """The text of ``docs/numpy.md``: every NumPy/SciPy function dispatching to an op."""
+    from ..tensor import _qualified, _ufunc_home
+    jt_name = {}
+    for a, v in sorted(jt_namespace().items(), key=lambda item: (len(item[0]), item[0])):
+        jt_name.setdefault(id(v), a)         # (the shortest of an op's names: max, not reduce_max)
+    rows = {}
+    for table, home in ((UFUNC_TABLE, _ufunc_home), (FUNCTION_TABLE, None)):
+        for fn, op in table.items():
+            name = f"{home(fn)}.{fn.__name__}" if home else _qualified(fn)
+            name = name.replace("numpy._core.", "numpy.").replace("scipy.special._", "scipy.special.")
+            record = _record_of(op)
+            if record is None:
+                continue
+            ours = jt_name.get(id(op)) or jt_name.get(id(record)) or record.name
+            rows[name] = (f"`jt.{ours}`" if hasattr(sys.modules["jittape"], ours)
+                          else f"`{record.name}`",
+                          "yes" if _passes_gradients(record) else "no", _on_cuda(record))
+    lines = [SUPPORT_HEADER.rstrip("\n")]
+    for name in sorted(rows):
+        op, grad, cuda = rows[name]
+        lines.append(f"| `{name}` | {op} | yes | yes | {grad} | {cuda} |")
+    return "\n".join(lines) + "\n"
+
+
 def outputs():
     """{path: the text the registry gives}."""
     docs = ROOT.parent / "docs" / "api.md"
@@ -201,6 +277,7 @@ def outputs():
              ROOT / "ops" / "numpy_api.py": numpy_source()}
     if docs.exists():                  # an installed package has no docs
         found[docs] = docs_text(docs.read_text())
+        found[docs.parent / "numpy.md"] = support_table()
     return found
 
 

@@ -61,6 +61,7 @@ UFUNC_TABLE[special.psi] = digamma            # (SciPy's other name for it)
 gammaln = elementwise("gammaln", special.gammaln, "np.{dtype}(math.lgamma({0}))", [
     lambda g, out, x: ew.multiply(g, digamma(x)),
 ], save=INPUTS, domain=(0.5, 3.0), costly=True)
+gammaln.cuda_note = "value only (its gradient, digamma, on the CPU)"
 
 
 @public
