@@ -212,6 +212,11 @@ WELL_POSED = {
 STRUCTURED = {}
 
 NOT_FUZZED = {
+    **{name: "a bool result or a choice built of where, which the fuzzer draws: the "
+             "registry's checks cover it"
+       for name in ("isclose", "allclose", "reduce_all", "reduce_any", "select")},
+    "cross": "products and differences of components (getitem, stack): the registry's checks",
+    "dsplit": "split along axis 2, the fuzzer's split generator covers split",
     "argmax": "an integer position, no gradient: the registry's checks cover it",
     "argmin": "an integer position, no gradient: the registry's checks cover it",
     "take_along_axis": "getitem with index arrays, which the fuzzer draws (gen_view)",

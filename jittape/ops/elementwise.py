@@ -639,3 +639,38 @@ def angle(z, deg=False):
 
 conj = conjugate
 UFUNC_TABLE[np.conjugate] = conjugate
+
+
+# -- comparisons of closeness, and choices among several values ------------------------------
+
+@composite(examples=[ex((2, 3), (2, 3)), ex((3,), (2, 3))])
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """NumPy's ``isclose``: ``|a - b| <= atol + rtol |b|`` where both are finite, equality
+    where either is not (infinities of one sign are close); no gradient."""
+    finite = logical_and(isfinite(a), isfinite(b))
+    # (the difference of the finite pairs only: inf - inf would warn)
+    fa, fb = where(finite, a, 0), where(finite, b, 0)
+    near = less_equal(abs(subtract(fa, fb)), add(atol, multiply(rtol, abs(fb))))
+    close = where(finite, near, equal(a, b))
+    return logical_or(close, logical_and(isnan(a), isnan(b))) if equal_nan else close
+
+
+def _select_call(c, x, y):
+    return select([greater(c, 0)], [x], y)
+
+
+@composite(examples=[ex((2, 3), (2, 3), (2, 3))], call=_select_call)
+def select(condlist, choicelist, default=0):
+    """NumPy's ``select``: each element from the first choice whose condition holds,
+    ``default`` where none does (a chain of ``where``, the last condition innermost)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(at_user_line(
+            f"select: {len(condlist)} conditions but {len(choicelist)} choices"))
+    out = default
+    for cond, choice in zip(reversed(list(condlist)), reversed(list(choicelist))):
+        out = where(cond, choice, out)
+    return out
+
+
+numpy_dispatch(np.isclose)(isclose)
+numpy_dispatch(np.select)(select)

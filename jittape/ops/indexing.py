@@ -536,6 +536,38 @@ def hsplit(ary, indices_or_sections):
     return split(ary, indices_or_sections, 1 if _ndim(ary) > 1 else 0)
 
 
+@composite(examples=[ex((2, 2, 4), indices_or_sections=2)],
+           numpy=(np.dsplit,), call=lambda x, **p: _flat_parts(dsplit(x, **p)))
+def dsplit(ary, indices_or_sections):
+    """``split`` along axis 2 (of a tensor of three or more axes)."""
+    if _ndim(ary) < 3:
+        raise ShapeError(at_user_line(
+            f"dsplit: dsplit only works on arrays of 3 or more dimensions (shape {_shape(ary)})"))
+    return split(ary, indices_or_sections, 2)
+
+
+@composite(examples=[ex((3,), (3,)), ex((2, 3), (2, 3)), ex((4, 3), (3,))])
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors along the last axis (NumPy's ``cross``; the vectors
+    broadcast), from the components' products."""
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise UnsupportedError(at_user_line(
+            "cross: only vectors along the last axis are supported (axisa, axisb, axisc, "
+            "axis at their defaults)"))
+    if _shape(a)[-1:] != (3,) or _shape(b)[-1:] != (3,):
+        raise ShapeError(at_user_line(
+            f"cross: the vectors must have 3 components along the last axis (shapes "
+            f"{_shape(a)} and {_shape(b)})"))
+    ax, ay, az = (getitem(a, (Ellipsis, k)) for k in range(3))
+    bx, by, bz = (getitem(b, (Ellipsis, k)) for k in range(3))
+    return stack([_ew.subtract(_ew.multiply(ay, bz), _ew.multiply(az, by)),
+                  _ew.subtract(_ew.multiply(az, bx), _ew.multiply(ax, bz)),
+                  _ew.subtract(_ew.multiply(ax, by), _ew.multiply(ay, bx))], axis=-1)
+
+
+numpy_dispatch(np.cross)(cross)
+
+
 # -- diagonals and triangles ------------------------------------------------------------
 
 @composite(examples=[ex((2, 3)), ex((3, 4, 2), offset=-1, axis1=2, axis2=0)],

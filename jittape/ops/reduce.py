@@ -532,6 +532,30 @@ def cumprod(x, axis=None, dtype=None, out=None):
     return _cumulative("cumprod", _cumprod, x, axis, dtype, out)
 
 
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True)])
+def reduce_all(a, axis=None, out=None, keepdims=False):
+    """Whether every element along ``axis`` is true (non-zero): NumPy's ``all``,
+    TensorFlow's ``reduce_all``; a bool tensor."""
+    _no_out("all", out)
+    return _ew.equal(min(_ew.cast(_ew.not_equal(a, 0), np.int8), axis, keepdims), 1)
+
+
+@composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 3), axis=0, keepdims=True)])
+def reduce_any(a, axis=None, out=None, keepdims=False):
+    """Whether any element along ``axis`` is true (non-zero): NumPy's ``any``."""
+    _no_out("any", out)
+    return _ew.equal(max(_ew.cast(_ew.not_equal(a, 0), np.int8), axis, keepdims), 1)
+
+
+numpy_dispatch(np.all)(reduce_all)
+numpy_dispatch(np.any)(reduce_any)
+
+
+@composite(examples=[ex((2, 3), (2, 3)), ex((3,), (2, 3))], numpy=(np.allclose,))
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """NumPy's ``allclose``: whether ``isclose`` holds everywhere (a bool tensor)."""
+    return reduce_all(_ew.isclose(a, b, rtol, atol, equal_nan))
+
 reduce_sum = sum
 reduce_max = max
 reduce_min = min
