@@ -6,6 +6,8 @@ jittape tensors that tapes record and tracers trace. The ops come from the regis
 that dispatches to a jittape op); what is written here is not an op.
 """
 
+import builtins as _builtins
+
 import numpy as _np
 
 try:
@@ -30,9 +32,10 @@ def array(value, dtype=None):
 
 
 def _holds_tensor(value):
+    # (Python's any: this module's ``any`` is NumPy's name for jittape's reduce_any)
     from .tensor import Tensor
-    return any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v))
-               for v in value)
+    return _builtins.any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and
+                                                   _holds_tensor(v)) for v in value)
 
 
 asarray = array

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+import jittape.numpy as jnp
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -560,3 +561,15 @@ def test_stack_of_a_traced_value_and_a_python_number(dtype):
     got = f(np.full(3, 2.0, dtype))
     assert got.dtype == dtype and got.tolist() == [2.0, 1.0]
     assert jt.stack([jt.constant(np.full(2, 2.0, dtype))[0], 1.0]).dtype == dtype
+
+
+def test_jnp_array_of_tensors_passes_the_gradient():
+    # jnp.array stacks tensors (it lost the gradient); jittape.numpy's own `any` (NumPy's
+    # name for reduce_any) once shadowed Python's in the check of its argument
+    x = jt.constant(np.array(1.5))
+    with jt.GradientTape() as tape:
+        tape.watch(x)
+        total = jnp.sum(jnp.array([x, x * 2.0, [x + 2.5][0]]))
+    assert float(tape.gradient(total, x)) == 4.0
+    assert jt.grad(lambda a: jnp.sum(jnp.array([[a[0], 1.0], [a[1] * 3, a[0]]])))(
+        np.array([1.0, 2.0])).tolist() == [2.0, 3.0]
