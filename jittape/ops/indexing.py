@@ -519,10 +519,16 @@ def split(ary, indices_or_sections, axis=0):
            numpy=(np.vsplit,), call=lambda x, **p: _flat_parts(vsplit(x, **p)))
 def vsplit(ary, indices_or_sections):
     """``split`` along axis 0 (of a tensor of two or more axes)."""
-    if _ndim(ary) < 2:
+    return split(_ranked("vsplit", ary, 2), indices_or_sections, 0)
+
+
+def _ranked(op, ary, rank):
+    """``ary``, which ``op`` needs of ``rank`` or more axes (NumPy's message otherwise)."""
+    if _ndim(ary) < rank:
         raise ShapeError(at_user_line(
-            f"vsplit: vsplit only works on arrays of 2 or more dimensions (shape {_shape(ary)})"))
-    return split(ary, indices_or_sections, 0)
+            f"{op}: {op} only works on arrays of {rank} or more dimensions (shape "
+            f"{_shape(ary)})"))
+    return ary
 
 
 @composite(examples=[ex((2, 4), indices_or_sections=2),
@@ -530,20 +536,14 @@ def vsplit(ary, indices_or_sections):
            numpy=(np.hsplit,), call=lambda x, **p: _flat_parts(hsplit(x, **p)))
 def hsplit(ary, indices_or_sections):
     """``split`` along axis 1 (axis 0 of a 1-d tensor)."""
-    if _ndim(ary) == 0:
-        raise ShapeError(at_user_line(
-            "hsplit: hsplit only works on arrays of 1 or more dimensions (shape ())"))
-    return split(ary, indices_or_sections, 1 if _ndim(ary) > 1 else 0)
+    return split(_ranked("hsplit", ary, 1), indices_or_sections, 1 if _ndim(ary) > 1 else 0)
 
 
 @composite(examples=[ex((2, 2, 4), indices_or_sections=2)],
            numpy=(np.dsplit,), call=lambda x, **p: _flat_parts(dsplit(x, **p)))
 def dsplit(ary, indices_or_sections):
     """``split`` along axis 2 (of a tensor of three or more axes)."""
-    if _ndim(ary) < 3:
-        raise ShapeError(at_user_line(
-            f"dsplit: dsplit only works on arrays of 3 or more dimensions (shape {_shape(ary)})"))
-    return split(ary, indices_or_sections, 2)
+    return split(_ranked("dsplit", ary, 3), indices_or_sections, 2)
 
 
 @composite(examples=[ex((3,), (3,)), ex((2, 3), (2, 3)), ex((4, 3), (3,))])
