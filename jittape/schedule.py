@@ -36,8 +36,10 @@ from .passes.memory import materialized, output_ids, plan_buffers
 class Policy:
     """What a backend's code can do (see the module's docstring)."""
 
-    def __init__(self, backend, joinable=None, shared=lambda prim: False, part_nodes=None):
+    def __init__(self, backend, joinable=None, shared=lambda prim: False, part_nodes=None,
+                 placements=False):
         self.backend = backend
+        self.placements = placements      # placements join groups (passes/fuse.py)
         self.joinable = joinable          # joinable(graph) -> None or (group, nest) -> bool
         self.shared = shared
         self.part_nodes = part_nodes
@@ -100,7 +102,7 @@ class Program:
                 return Block(None, {}, set(live_out),
                              [self.block(chunk, live, reuse_buffers, split=False)
                               for chunk, live in zip(cut, _lives(cut, live_out))])
-        order = schedule(nodes, live_out)
+        order = schedule(nodes, live_out, self.policy.placements)
         if self._joinable is not None:
             order = nest(order, self._joinable, live_out)
         reuse = {}

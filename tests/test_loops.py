@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from jittape import tree
 from jittape.errors import TracerError, UnsupportedError
 
 
@@ -401,3 +402,39 @@ def test_a_size_times_a_float_is_a_float_in_a_body():
         for y in ys:
             assert y.dtype == np.float64
             np.testing.assert_array_equal(y, [3.0, 3.0])
+
+
+def _fib_like(a, b, n):
+    def body(c):
+        k, a, b = c
+        return k + 1, b, a + jt.sin(b)          # a carry passed on to another carry
+    return jt.while_loop(lambda c: c[0] < n, body, (0, a, b))
+
+
+def _shifts(x, n):
+    def body(k, x):
+        y = x * 0.5
+        return y + jt.concatenate([y[-1:], y[:-1]]) + 1.0   # read at other indices
+    return jt.fori_loop(0, n, body, x)
+
+
+def test_loop_buffers_made_once_keep_every_step_s_values():
+    a, b = np.linspace(0, 1, 5), np.linspace(1, 2, 5)
+    for fn, args in ((_fib_like, (a, b, 7)), (_shifts, (a, 9))):
+        compiled = jt.function(fn)
+        want = fn(*[jt.constant(v) if isinstance(v, np.ndarray) else v for v in args])
+        got = compiled(*args)
+        for w, g in zip(tree.leaves(want), tree.leaves(got)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-14)
+        # the results are the caller's: a second call does not write into the first's
+        again = compiled(*args)
+        for g, h in zip(tree.leaves(got), tree.leaves(again)):
+            assert np.asarray(g) is not np.asarray(h) or np.ndim(g) == 0
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(h))
+    # the fused loops' arrays are made before the loop (concatenate makes its own)
+    source = jt.function(_shifts).lower(a, 9).source
+    loop = source.split("steps of the body below")[1].split("return")[0]
+    assert loop.count("empty(") == 1 and "= pool" in loop
+    # a carry passed on to a carry: the values carries hold are made at each step
+    swap = jt.function(_fib_like).lower(a, b, 7).source
+    assert "empty(" in swap.split("while True")[1]

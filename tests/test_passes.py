@@ -262,3 +262,45 @@ def test_traced_values_cannot_become_python_values():
         trace(lambda x: x.numpy(), np.ones(2))
     with pytest.raises(TracerError, match="float"):
         trace(lambda x: float(jt.sum(x)), np.ones(2))
+
+
+def _grad_graph(f, x):
+    t, (xv,), out = trace(f, x)
+    with t:
+        (g,) = autodiff.backward(t, [(out._var, jt.constant(np.float64(1)))], [xv._var])
+    return passes.optimize(t.graph([g._var])), g._var
+
+
+def test_gradients_of_shifted_slices_are_one_loop_of_reads():
+    # the chained Rosenbrock: x[1:] and x[:-1] scatter their gradients back into x
+    def rosen(x):
+        return jt.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+    graph, g = _grad_graph(rosen, np.linspace(0.5, 1.5, 10))
+    order = schedule(graph.nodes, {g.id}, placements=True)
+    placing = [item for item in order if isinstance(item, Group) and item.placements]
+    assert len(placing) == 1 and len(placing[0].placements) == 3
+    assert not [item for item in order if not isinstance(item, Group)
+                and item.prim.name == "index_add"]
+    # without placements (CUDA's policy), each is a scatter of its own
+    plain = schedule(graph.nodes, {g.id})
+    assert sum(1 for item in plain if not isinstance(item, Group)
+               and item.prim.name == "index_add") == 3
+
+
+INDEXES = [np.s_[1:], np.s_[:-1], np.s_[::2], np.s_[5:0:-2], np.s_[::-1], np.s_[2], np.s_[-1],
+           np.s_[1:, -2], np.s_[:, ::3], np.s_[-3:, 1:4], np.s_[4:1, :]]
+
+
+def test_placements_agree_with_numpy():
+    # every kind of placement into one loop over x's shape (one compile)
+    x = np.random.default_rng(3).normal(size=(6, 7))
+
+    def loss(x):
+        return sum(jt.sum(jt.sin(x[i]) * x[i]) * (k + 1) for k, i in enumerate(INDEXES))
+
+    want = np.zeros_like(x)
+    for k, i in enumerate(INDEXES):
+        np.add.at(want, i, (np.cos(x[i]) * x[i] + np.sin(x[i])) * (k + 1))
+    value, grad = jt.value_and_grad(loss)(x)
+    np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)

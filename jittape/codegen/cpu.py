@@ -83,6 +83,7 @@ class Context:
         self.check_numerics = graph.check_numerics
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
+        self._pool = None               # the Pool of the loop body being rendered
         self.functions = {}             # name -> source of a loop body's function (block)
         self.program = None             # what it prints: a schedule.Program
         self.messages = []              # what the kernel's raises mean (see message)
@@ -107,15 +108,20 @@ class Context:
             return names.expr_code(self.checked[int(d)])
         return names.size_code(d)
 
-    def block(self, node, name):
+    def block(self, node, name, pool=None):
         """The lines of region ``node``'s body ``name``, as its schedule has it
         (``schedule.Program.body``). A body of more than ``PART_NODES`` nodes is in
         pieces, each a function that Numba compiles on its own (the module's
         ``SUBFUNCTIONS``, ``build``) and the loop calls: Numba's compile of one
-        function grows faster than its size."""
+        function grows faster than its size. ``pool``: where the arrays the body makes
+        come from (``Pool``; the bodies of regions inside it make their own)."""
         block = self.program.body(node, name)
         if block.pieces is None:
-            return _render(self, block)
+            saved, self._pool = self._pool, pool
+            try:
+                return _render(self, block)
+            finally:
+                self._pool = saved
         pieces = [_render(self, piece) for piece in block.pieces]
         needed = {self.name(n.out) for n in node.params[name].nodes if n.out.id in block.live_out}
         params, returns = _interfaces(self, pieces, needed)
@@ -126,6 +132,17 @@ class Context:
             self.functions[fname] = text
             lines.append(_call(fname, params[j], returns[j]))
         return lines
+
+    def pooled_block(self, node, name, carries):
+        """(lines before the loop, the lines of body ``name`` of loop ``node``, lines
+        ending each step): the arrays the body makes at each step are made once, before
+        the loop (``Pool``); ``carries``: how many of the body's first outputs the next
+        step reads."""
+        if self.program.body(node, name).pieces is not None:
+            return [], self.block(node, name), []
+        pool = Pool(self, node.params[name], carries)
+        lines = self.block(node, name, pool)
+        return pool.before, lines, pool.after
 
     def projected(self, region):
         """The indices of ``region``'s outputs that the graph reads (its ``scan_output``
@@ -241,6 +258,49 @@ class Context:
         return [f"{name} = full({names.shape_code(shape)}, {value}, {names.dtype_code(dtype)})"]
 
 
+class Pool:
+    """The arrays a loop's body makes at each step, made once before the loop: an
+    allocation per array and step (tens of nanoseconds each, and page faults for large
+    ones) is most of a small step's time.
+
+    A value the body only uses within its step lives in one buffer, written again at
+    every step. A value a carry holds (or views) is read by the next step while that
+    step makes its own: it lives in two buffers, swapped at the end of each step, so a
+    step never writes the buffer its carries read. That holds only if a carry's value
+    never lives beyond the next step: where the body passes a carry (or a view of one)
+    on to a carry, the values carries hold are made at each step, as without a pool.
+    Results leave the loop as copies (``Context.result``) or when no step follows."""
+
+    def __init__(self, ctx, body, carries):
+        self.ctx = ctx
+        self.before, self.after = [], []
+        root = {}
+        for n in body.nodes:
+            if "cpu" in n.prim.aliases and isinstance(n.inputs[0], Var):
+                root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
+        kept = [root.get(v.id, v.id) for v in body.outputs[:carries] if isinstance(v, Var)]
+        self.carried = set(kept)
+        inputs = {v.id for v in body.inputs}
+        self.double = not any(k in inputs for k in kept)
+
+    def take(self, v, fill=None):
+        """The lines making ``v`` (an array the body makes) a buffer of the pool (filled
+        with ``fill``), or None where it must be made at each step."""
+        if v.id in self.carried and not self.double:
+            return None
+        shape, dtype = names.shape_code(v.shape), names.dtype_code(v.dtype)
+        own = self.ctx.tmp("pool")
+        self.before.append(f"{own} = empty({shape}, {dtype})")
+        if v.id in self.carried:
+            other = self.ctx.tmp("pool")
+            self.before.append(f"{other} = empty({shape}, {dtype})")
+            self.after.append(f"{own}, {other} = {other}, {own}")
+        lines = [f"{names.value_name(v)} = {own}"]
+        if fill is not None:
+            lines.append(f"fill({names.value_name(v)}, {names.literal_code(fill, v.dtype)})")
+        return lines
+
+
 def generate(graph, name, version):
     """The ``Module`` of an optimized graph: its schedule (``schedule.plan``), printed.
 
@@ -344,7 +404,7 @@ def _joinable(graph):
 
 def policy():
     """What the CPU's code can do (``schedule.Policy``)."""
-    return schedule.Policy("cpu", joinable=_joinable, part_nodes=PART_NODES)
+    return schedule.Policy("cpu", joinable=_joinable, part_nodes=PART_NODES, placements=True)
 
 
 def _narrow_scalars(graph):
@@ -762,6 +822,8 @@ def _group(ctx, group, gid, reuse, nest_=None):
             lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape), fill=init(r.dtype)))
     # (sizes that must match were checked on entry: graph.checks)
     full = ", ".join(names.index_name(a) for a in range(rank))
+    placed = {n.out.id: _placement(ctx, n, group.placements[n.out.id], sizes, lines)
+              for n in group.nodes if n.out.id in group.placements}
 
     def operand(v, dtype):
         if isinstance(v, Var):
@@ -783,13 +845,17 @@ def _group(ctx, group, gid, reuse, nest_=None):
         """The group's elementwise work at the current loop indices."""
         out = []
         for n in group.nodes:
-            lit_dtype = _literal_dtype(n)
-            ops = [operand(v, lit_dtype) for v in n.inputs]
-            template = n.prim.lowerings.get("scalar", "{0}")
-            if callable(template):               # a lowering that reads the node's parameters
-                template = template(n)
-            expr = template.format(*ops, dtype=n.out.dtype.name, f=names.helper_suffix(n.out.dtype))
-            if all(v.dtype == n.out.dtype for v in n.var_inputs()):
+            if n.out.id in placed:
+                expr = placed[n.out.id]
+            else:
+                lit_dtype = _literal_dtype(n)
+                ops = [operand(v, lit_dtype) for v in n.inputs]
+                template = n.prim.lowerings.get("scalar", "{0}")
+                if callable(template):           # a lowering that reads the node's parameters
+                    template = template(n)
+                expr = template.format(*ops, dtype=n.out.dtype.name,
+                                       f=names.helper_suffix(n.out.dtype))
+            if n.out.id not in placed and all(v.dtype == n.out.dtype for v in n.var_inputs()):
                 expr = mathlib.vector_code(expr, n.out.dtype)      # SIMD-friendly exp, log, ...
             if n.out.dtype.kind in "iu" and n.out.dtype.itemsize < 8:
                 # Numba computes narrow integers in 64 bits: wrapped to the dtype, as NumPy
@@ -819,6 +885,39 @@ def _group(ctx, group, gid, reuse, nest_=None):
     lines += ["    " + line for line in _parallel_loops(ctx, group, sizes, acc, element, operand)]
     lines.append("else:")
     return lines + ["    " + line for line in serial]
+
+
+def _placement(ctx, node, spec, sizes, lines):
+    """The source of an element of placement ``node`` (``passes.fuse.placement``: its
+    ``spec``) at the loop's indices: its operand's element, or zero where the index
+    places nothing. Where each slice starts is computed before the loop (``lines``)."""
+    src = ctx.name(node.inputs[0])
+    guards, index = [], []
+    axis = 0                                  # the operand's axis of the next slice
+    for a, item in enumerate(spec):
+        i = names.index_name(a)
+        if item is None:
+            index.append(i)
+        elif item[0] == "int":
+            guards.append(f"{i} == {item[1]}" if item[1] >= 0 else f"{i} == {sizes[a]} - {-item[1]}")
+        else:
+            bounds = ", ".join("None" if v is None else str(v) for v in item[1:])
+            first, count = ctx.tmp("first"), f"{src}.shape[{axis}]"
+            lines.append(f"{first} = slice_start({sizes[a]}, {bounds})")
+            step = item[3]
+            if step in (None, 1):
+                guards.append(f"0 <= {i} - {first} < {count}")
+                index.append(f"{i} - {first}")
+            else:
+                guards.append(f"({i} - {first}) % {step} == 0 and "
+                              f"0 <= ({i} - {first}) // {step} < {count}")
+                index.append(f"({i} - {first}) // {step}")
+        if item is None or item[0] != "int":
+            axis += 1
+    read = f"{src}[{', '.join(index)}]" if index else src
+    if not guards:
+        return read
+    return f"({read} if {' and '.join(guards)} else {names.literal_code(0, node.out.dtype)})"
 
 
 def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, lanes_of=None,
@@ -1047,6 +1146,10 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
 
 def _alloc(ctx, v, reuse, shape, fill=None):
     name = names.value_name(v)
+    if ctx._pool is not None and v.id not in reuse:
+        lines = ctx._pool.take(v, fill)
+        if lines is not None:
+            return lines
     if v.id in reuse:
         lines = [f"{name} = v{reuse[v.id]}  # reuses a dead buffer"]
         if fill is not None:

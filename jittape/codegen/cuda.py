@@ -165,6 +165,10 @@ class CudaContext(Context):
         lines = self.render(self.program.body(node, name))
         return [line for block in lines for line in block.split("\n")]
 
+    def pooled_block(self, node, name, carries):
+        # the body's buffers are the module's own already (see above)
+        return [], self.block(node, name), []
+
     def _slot(self, name, shape, dtype):
         """The driver line taking a buffer of the module's own for ``name``."""
         return self.buffer(None, (name, shape, np.dtype(dtype)))

@@ -65,7 +65,9 @@ def unravel(flat, leaves, treedef):
     out, start = [], 0
     for leaf in leaves:
         size = _size(leaf)
-        piece = jnp.reshape(flat[start:start + size], shape_of(leaf))
+        # (one leaf: the whole vector, not a slice of it, which compiled code would copy)
+        piece = jnp.reshape(flat if len(leaves) == 1 else flat[start:start + size],
+                            shape_of(leaf))
         out.append(_as(piece, dtype_of(leaf)))
         start = start + size
     return tree.unflatten(treedef, out)

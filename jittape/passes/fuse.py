@@ -12,12 +12,52 @@ A reduction does not close its group: elementwise work over the same domain that
 not read the reduction's result joins the same loop. That is how a loss and its
 gradient share one pass over memory: the backward pass of ``sum(f(x))`` needs only the
 seed, not the sum, so ``f``'s derivative is computed in the loop that sums ``f``.
+
+A placement (``index_add`` of a value into zeros at ints and slices, the gradient of
+``x[1:]`` or ``x[:, 0]``) joins a group over its output where the backend can read its
+operand at shifted indices (``Policy.placements``): each element is the operand's
+element or zero, so the gradients of ``x[1:]`` and ``x[:-1]`` and their sum are one
+pass, not a zero fill and a scatter each. Its operand is read at other indices than
+the loop's, so it is computed before the loop, never in the same one.
 """
 
-from ..ir import Dim, expr_of
+from ..ir import Dim, expr_of, slice_length
 
 def is_elementwise(node):
     return node.prim.kind == "elementwise"
+
+
+def placement(node):
+    """For an ``index_add`` node that places its operand at ints and slices with literal
+    bounds (each output element receives at most one operand element), one entry per
+    output axis: ``("int", i)``, ``("slice", start, stop, step)`` or None (the whole
+    axis); otherwise None."""
+    if node.prim.name != "index_add" or len(node.inputs) != 1 or node.out.ndim == 0:
+        return None
+    src, out = node.inputs[0], node.out
+    index = node.params["index"]
+    if len(index) > out.ndim or not hasattr(src, "shape"):
+        return None
+    spec, picked = [], []
+    for axis, item in enumerate(index):
+        if item[0] == "int" and type(item[1]) is int and -out.shape[axis] <= item[1] < out.shape[axis]:
+            spec.append(("int", item[1]))
+        elif item[0] == "slice" and all(v is None or type(v) is int for v in item[1:]) \
+                and item[3] != 0:
+            spec.append(item)
+            picked.append(slice_length(out.shape[axis], *item[1:]))
+        else:
+            return None
+    spec += [None] * (out.ndim - len(index))
+    picked += list(out.shape[len(index):])
+    # the operand fills the selection (no broadcasting of a smaller operand); sizes the
+    # graph checks equal may print differently (``x[1:]`` and ``x[:-1]``), and the loop
+    # reads the operand within its own extent whatever they are
+    if len(picked) != src.ndim or any(
+            isinstance(a, Dim) != isinstance(b, Dim) or int(a) != int(b)
+            for a, b in zip(picked, src.shape)):
+        return None
+    return tuple(spec)
 
 
 def domain_key(shape):
@@ -34,6 +74,7 @@ class Group:
         self.reduce = None               # a reduction node closing the group
         self.outputs = set()             # ids of member values read outside the group
         self.registers = set()           # ids of values kept in a register for a row (Nest)
+        self.placements = {}             # out id of a placement node -> its ``placement``
 
     @property
     def key(self):
@@ -48,11 +89,12 @@ class Group:
         return f"Group[{names}{tail}]"
 
 
-def schedule(nodes, live_out):
+def schedule(nodes, live_out, placements=False):
     """The generation order of ``nodes``: Nodes and Groups, each after everything it reads.
 
     ``live_out``: ids of values read after these nodes (the graph's outputs, or values
-    a later section of the code reads); a group writes those to arrays.
+    a later section of the code reads); a group writes those to arrays. ``placements``:
+    whether placements join groups (see the module's docstring).
     """
     order = []
     open_groups = {}                     # domain key -> open Group
@@ -67,9 +109,13 @@ def schedule(nodes, live_out):
 
     for node in nodes:
         readers = {id(owner[v.id]): owner[v.id] for v in node.var_inputs() if v.id in owner}
-        if is_elementwise(node):
+        placed = placement(node) if placements else None
+        if is_elementwise(node) or placed is not None:
             key = domain_key(node.out.shape)
             group = open_groups.get(key)
+            if placed is not None and group is not None and group is owner.get(node.inputs[0].id):
+                close(group)                 # its operand, read at other indices: complete
+                group = None
             if group is not None and group.reduce is not None and any(
                     v.id == group.reduce.out.id for v in node.var_inputs()):
                 close(group)                 # it reads the reduction: after the loop
@@ -80,6 +126,8 @@ def schedule(nodes, live_out):
             if group is None:
                 group = open_groups[key] = Group(node.out.shape)
             group.nodes.append(node)
+            if placed is not None:
+                group.placements[node.out.id] = placed
             owner[node.out.id] = group
         elif node.prim.kind == "reduction" and node.inputs[0].ndim > 0:
             src = node.inputs[0]
@@ -205,6 +253,8 @@ def nest(order, joinable, live_out):
 
     def fits(group, key):
         rank = len(group.domain)
+        if any(n.out.id in group.placements and n.inputs[0].id in complete for n in group.nodes):
+            return False                 # a placement reads its operand at other rows
         return all(complete[v.id] and v.ndim == rank and expr_of(v.shape[0]) == key
                    for n in item_nodes(group) for v in n.var_inputs() if v.id in complete)
 
