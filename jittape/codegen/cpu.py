@@ -1127,20 +1127,30 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     for a in range(inner):
         indent = _loop(lines, indent, a, group.domain, sizes, bounds)
     x = operand(red.inputs[0], r.dtype)
-    # the lanes are added into the total (and start again) after the last run of a row,
-    # and, for a float32 sum, every FLUSH elements: one loop for both
-    last = f"start + {LANES} >= {stop}"
-    when = f"(start + {LANES}) % {FLUSH} == 0 or {last}" if wide else last
+    step = f"{lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}"
+    flush = [f"for lane in range({used}):",
+             f"    {total} = {update.format(acc=total, x=f'{lanes}[lane]')}",
+             f"    {lanes}[lane] = {lane_init}"]
+    # The whole runs of LANES elements, then the last, shorter one, each a loop of its
+    # own: with a constant trip count and no branch around it, LLVM keeps the lanes in
+    # vector registers across the runs (an order of magnitude faster than one loop
+    # whose runs may be short). The element's code is written twice for it.
+    whole = ctx.tmp("whole")
     lines += [f"{indent}{total} = {init_code}",
-              f"{indent}for start in range({first}, {stop}, {LANES}):",
-              f"{indent}    for lane in range({_smaller(LANES, f'{stop} - start')}):",
+              f"{indent}{whole} = {stop} - ({length}) % {LANES}   # where the shorter run starts",
+              f"{indent}for start in range({first}, {whole}, {LANES}):",
+              f"{indent}    for lane in range({LANES}):",
               f"{indent}        {i} = start + lane"]
     lines += element(indent + "        ")
-    lines += [f"{indent}        {lanes}[lane] = {update.format(acc=f'{lanes}[lane]', x=x)}",
-              f"{indent}    if {when}:",
-              f"{indent}        for lane in range({used}):",
-              f"{indent}            {total} = {update.format(acc=total, x=f'{lanes}[lane]')}",
-              f"{indent}            {lanes}[lane] = {lane_init}"]
+    lines.append(f"{indent}        {step}")
+    if wide:                     # a float32 sum: into the float64 total every FLUSH elements
+        lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:")
+        lines += [f"{indent}        {line}" for line in flush]
+    lines += [f"{indent}for lane in range({stop} - {whole}):",
+              f"{indent}    {i} = {whole} + lane"]
+    lines += element(indent + "    ")
+    lines.append(f"{indent}    {step}")
+    lines += [f"{indent}{line}" for line in flush]
     return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
 
 
