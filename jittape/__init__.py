@@ -41,6 +41,19 @@ from . import scipy  # noqa: F401  (jt.scipy.objective: gradients for scipy.opti
 from . import optim  # noqa: F401
 from .optimize import minimize  # noqa: F401
 
+if _TYPE_CHECKING:
+    from . import dask  # noqa: F401
+
+
+def __getattr__(name):
+    # jt.dask is loaded on first use: importing jittape imports nothing of Dask (and
+    # jt.dask itself only when called: without Dask it raises an ImportError saying
+    # what to install)
+    if name == "dask":
+        import importlib
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 # what ``from jittape import *`` and type checkers take as the public names: these and
 # the ops (``ops/api.py``)
 __all__ = [

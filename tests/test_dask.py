@@ -1,0 +1,256 @@
+"""jt.dask: data-parallel gradients on a LocalCluster of two worker processes.
+
+The cluster is started once for the module. What is checked: the gradient equals the
+single-process one within rounding (ragged and one-row chunks included, each worker
+compiling one kernel); scipy's L-BFGS-B and jt.minimize reach the single-process optimum;
+a worker killed in the middle of a step changes nothing; the result is bitwise the same
+on 1, 2 and 3 workers and on the threaded, synchronous and process schedulers; wrong
+chunkings, shapes and dtypes name the chunk and the argument.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+import cloudpickle  # noqa: E402  (a dependency of distributed)
+import dask.array as da  # noqa: E402
+import scipy.optimize  # noqa: E402
+
+import jittape as jt  # noqa: E402
+from jittape import numpy as jnp  # noqa: E402
+
+# (the workers cannot import this file: its functions travel by value)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+N, D = 1001, 5
+CHUNKS = (300, 300, 250, 150, 1)        # ragged, and a chunk of one row
+LAM = 1e-2
+
+
+def logloss(w, X, y):
+    z = X @ w["coef"] + w["bias"]
+    return jnp.sum(jnp.logaddexp(0.0, z) - y * z)
+
+
+def mean_logloss(w, X, y):
+    z = X @ w
+    return jnp.mean(jnp.logaddexp(0.0, z) - y * z)
+
+
+def ridge(w):
+    return 0.5 * LAM * jnp.sum(w * w)
+
+
+def full_mean_objective(w, X, y):
+    return mean_logloss(w, X, y) + ridge(w)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, D))
+    w_true = rng.normal(size=D)
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ w_true))).astype(np.float64)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _dask_data(X, y, chunks=CHUNKS):
+    return da.from_array(X, chunks=(chunks, (D,))), da.from_array(y, chunks=(chunks,))
+
+
+def _kernels_built():
+    """The worker's kernels (programs of one code share one: jt.dask.grad and
+    value_and_grad of a loss, other chunkings)."""
+    from jittape.dask import worker
+    return len({id(p.built.kernel) for p in worker.PROGRAMS.values() if p.built is not None})
+
+
+def test_matches_one_process_and_compiles_once_per_worker(client, data):
+    X, y = data
+    Xd, yd = _dask_data(X, y)
+    Xd, yd = Xd.persist(), yd.persist()
+    w = {"coef": np.linspace(-0.5, 0.5, D), "bias": np.float64(0.1)}
+    value, grads = jt.dask.value_and_grad(logloss)(w, Xd, yd)
+    ref_value, ref_grads = jt.value_and_grad(logloss)(w, X, y)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-13)
+    np.testing.assert_allclose(grads["coef"], ref_grads["coef"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads["bias"], ref_grads["bias"], rtol=1e-12)
+    assert set(grads) == {"coef", "bias"} and isinstance(value, np.float64)
+    g_only = jt.dask.grad(logloss)(w, Xd, yd)
+    np.testing.assert_array_equal(g_only["coef"], grads["coef"])
+
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+    v, g = vg(w["coef"], Xd, yd)
+    rv, rg = jt.value_and_grad(full_mean_objective)(w["coef"], X, y)
+    np.testing.assert_allclose(v, rv, rtol=1e-13)
+    np.testing.assert_allclose(g, rg, rtol=1e-12, atol=1e-14)
+    # ragged and one-row chunks took the kernel of the others: one per loss per worker
+    built = client.run(_kernels_built)
+    assert all(k == 2 for k in built.values()), built
+    assert len(vg._plans) == 1 and len(next(iter(vg._plans.values()))[0].records) == 1
+
+
+def test_scipy_lbfgs_and_minimize_reach_the_one_process_optimum(client, data):
+    X, y = data
+    Xd, yd = (a.persist() for a in _dask_data(X, y))
+    w0 = np.zeros(D)
+    ref = scipy.optimize.minimize(x0=w0, args=(X, y), method="L-BFGS-B",
+                                  options={"gtol": 1e-9},
+                                  **jt.scipy.objective(full_mean_objective, method="L-BFGS-B"))
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+    res = scipy.optimize.minimize(x0=w0, args=(Xd, yd), method="L-BFGS-B",
+                                  options={"gtol": 1e-9}, **vg.objective())
+    assert res.success and ref.success
+    np.testing.assert_allclose(res.x, ref.x, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(res.fun, ref.fun, rtol=1e-12)
+    mine = jt.minimize(full_mean_objective, w0, value_and_grad=vg, args=(Xd, yd), tol=1e-9)
+    assert mine.success
+    np.testing.assert_allclose(mine.x, ref.x, rtol=1e-6, atol=1e-8)
+
+
+class _KillOnce(distributed.WorkerPlugin):
+    """Ends the worker's process the first time it starts a chunk's task (one worker of
+    the cluster: the first to create the marker file)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def transition(self, key, start, finish, **kwargs):
+        name = key if isinstance(key, str) else str(key)
+        if finish == "executing" and name.startswith("jittape-partial"):
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.close(fd)
+            os._exit(1)
+
+
+def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path):
+    X, y = data
+    Xd, yd = (a.persist() for a in _dask_data(X, y))
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+    fit = dict(x0=np.zeros(D), args=(Xd, yd), method="L-BFGS-B",
+               options={"gtol": 1e-9, "maxiter": 6}, **vg.objective())
+    before = scipy.optimize.minimize(**fit)
+    marker = str(tmp_path / "killed")
+    client.register_plugin(_KillOnce(marker), name="kill-once")
+    try:
+        after = scipy.optimize.minimize(**fit)
+    finally:
+        client.unregister_worker_plugin("kill-once")
+    assert os.path.exists(marker)            # a worker did die in a step
+    np.testing.assert_array_equal(after.x, before.x)
+    assert after.fun == before.fun and after.nit == before.nit
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_errors_name_the_chunk_and_the_argument(data):
+    X, y = data
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean")
+    w = np.zeros(D)
+    with dask.config.set(scheduler="threads"):
+        with pytest.raises(jt.ShapeError, match=r"argument 1 \(X\).*chunked along axis 1.*test_dask"):
+            vg(w, da.from_array(X, chunks=(500, 2)), da.from_array(y, chunks=500))
+        with pytest.raises(jt.ShapeError, match=r"argument 2 \(y\) has row chunks \(600, 401\) but "
+                           r"argument 1 \(X\) has \(500, 500, 1\)"):
+            vg(w, da.from_array(X, chunks=(500, D)), da.from_array(y, chunks=600))
+        Xd, yd = _dask_data(X, y)
+        wrong_dtype = Xd.map_blocks(lambda b, block_id=None: b.astype(np.float32)
+                                    if block_id[0] == 0 else b, dtype=np.float64)
+        with pytest.raises(TypeError, match=r"chunk 0 of argument 1 \(X\) has dtype float32.*"
+                           r"says dtype float64.*test_dask"):
+            vg(w, wrong_dtype, yd)
+        wrong_shape = yd.map_blocks(lambda b: b[:-1] if len(b) == 250 else b, dtype=np.float64)
+        with pytest.raises(jt.ShapeError, match=r"chunk 2 of argument 2 \(y\) has shape \(249,\); "
+                           r"the dask array's chunks say \(250,\)"):
+            vg(w, Xd, wrong_shape)
+        with pytest.raises(TypeError, match="no argument is a dask.array"):
+            vg(w, X, y)
+        with pytest.raises(TypeError, match=r"argument 1 \(X\) is a dask.array but is differentiated"):
+            jt.dask.grad(mean_logloss, argnums=1)(w, Xd, yd)
+        with pytest.raises(ValueError, match="reduce='max'"):
+            jt.dask.value_and_grad(mean_logloss, reduce="max")
+
+
+def test_a_loss_that_reads_sizes(data):
+    X, y = data
+    Xd, yd = _dask_data(X[:11], y[:11], chunks=(4, 4, 3))
+
+    def by_shape(w, X, y):            # a Python float: a constant of each size's graph
+        z = X @ w
+        return jnp.sum(jnp.logaddexp(0.0, z) - y * z) / float(X.shape[0])
+
+    def reshaped(w, X, y):            # the sizes flow into the graph as sizes
+        z = jnp.reshape(X, (X.shape[0], -1)) @ w
+        return jnp.sum(jnp.logaddexp(0.0, z) - y * z) / X.shape[0] * 11
+
+    w = np.linspace(-1, 1, D)
+    with dask.config.set(scheduler="threads"):
+        for loss, kernels in ((by_shape, 2), (reshaped, 1)):
+            vg = jt.dask.value_and_grad(loss, reduce="mean")
+            v, g = vg(w, Xd, yd)
+            rv, rg = jt.value_and_grad(mean_logloss)(w, X[:11], y[:11])
+            rv, rg = (rv, rg) if loss is by_shape else (rv * 11, rg * 11)
+            np.testing.assert_allclose(v, rv, rtol=1e-13)
+            np.testing.assert_allclose(g, rg, rtol=1e-12, atol=1e-14)
+            assert len(next(iter(vg._plans.values()))[0].records) == kernels
+
+
+def test_import_is_lazy_and_says_what_to_install():
+    code = ("import sys, jittape\n"
+            "assert 'dask' not in sys.modules\n"
+            "assert jittape.dask.value_and_grad and 'dask' not in sys.modules\n"
+            "sys.modules['dask'] = None\n"
+            "try:\n"
+            "    jittape.dask.value_and_grad(lambda w, X: (w * X).sum())\n"
+            "except ImportError as err:\n"
+            "    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'jittape[dask]'" in out.stdout
+
+
+def _scale(client, n):
+    client.cluster.scale(n)
+    deadline = time.monotonic() + 60
+    while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
+        assert time.monotonic() < deadline, f"the cluster did not reach {n} workers"
+        time.sleep(0.05)
+
+
+def test_bitwise_the_same_for_any_number_of_workers(client, data):
+    X, y = data
+    chunks = (150, 150, 150, 150, 150, 150, 100, 1)
+    Xd, yd = _dask_data(X, y, chunks)
+    w = np.linspace(-0.3, 0.3, D)
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+    results = {"2 processes": vg(w, Xd, yd)}
+    for n in (3, 1):
+        _scale(client, n)
+        results[f"{n} processes"] = vg(w, Xd, yd)
+        assert len(client.scheduler_info(n_workers=-1)["workers"]) == n
+    for scheduler, workers in (("threads", 3), ("sync", 1), ("processes", 2)):
+        with dask.config.set(scheduler=scheduler, num_workers=workers):
+            results[f"{scheduler} {workers}"] = vg(w, Xd, yd)
+    _scale(client, 2)
+    value, grad = results["2 processes"]
+    for name, (v, g) in results.items():
+        assert v == value and np.array_equal(g, grad), name
