@@ -18,7 +18,9 @@ A placement (``index_add`` of a value into zeros at ints and slices, the gradien
 operand at shifted indices (``Policy.placements``): each element is the operand's
 element or zero, so the gradients of ``x[1:]`` and ``x[:-1]`` and their sum are one
 pass, not a zero fill and a scatter each. Its operand is read at other indices than
-the loop's, so it is computed before the loop, never in the same one.
+the loop's, so it is computed before the loop, never in the same one: the group that
+computes it stays open for more work and is only emitted first (``Group.needs``), so
+the rest of the backward pass over the operand's domain still joins its loop.
 """
 
 from ..ir import Dim, expr_of, slice_length
@@ -75,6 +77,7 @@ class Group:
         self.outputs = set()             # ids of member values read outside the group
         self.registers = set()           # ids of values kept in a register for a row (Nest)
         self.placements = {}             # out id of a placement node -> its ``placement``
+        self.needs = []                  # open groups to emit before this one
 
     @property
     def key(self):
@@ -102,10 +105,19 @@ def schedule(nodes, live_out, placements=False):
 
     def close(group):
         if open_groups.get(group.key) is group:
+            for first in group.needs:    # what its placements read: complete before it
+                close(first)
             del open_groups[group.key]
             for n in group.nodes + ([group.reduce] if group.reduce else []):
                 owner.pop(n.out.id, None)
             order.append(group)
+
+    def needs(a, b):
+        """Whether open group ``a`` must be emitted after ``b``."""
+        return a is b or any(needs(c, b) for c in a.needs if open_groups.get(c.key) is c)
+
+    def still_open(group, key):
+        return group if group is not None and open_groups.get(key) is group else None
 
     for node in nodes:
         readers = {id(owner[v.id]): owner[v.id] for v in node.var_inputs() if v.id in owner}
@@ -113,7 +125,8 @@ def schedule(nodes, live_out, placements=False):
         if is_elementwise(node) or placed is not None:
             key = domain_key(node.out.shape)
             group = open_groups.get(key)
-            if placed is not None and group is not None and group is owner.get(node.inputs[0].id):
+            source = owner.get(node.inputs[0].id) if placed is not None else None
+            if source is not None and group is not None and needs(source, group):
                 close(group)                 # its operand, read at other indices: complete
                 group = None
             if group is not None and group.reduce is not None and any(
@@ -121,13 +134,16 @@ def schedule(nodes, live_out, placements=False):
                 close(group)                 # it reads the reduction: after the loop
                 group = None
             for other in readers.values():
-                if other is not group:
+                if other is not group and other is not source:
                     close(other)
+            group = still_open(group, key)   # (closed first for what another read)
             if group is None:
                 group = open_groups[key] = Group(node.out.shape)
             group.nodes.append(node)
             if placed is not None:
                 group.placements[node.out.id] = placed
+                if source is not None and still_open(source, source.key) and source not in group.needs:
+                    group.needs.append(source)
             owner[node.out.id] = group
         elif node.prim.kind == "reduction" and node.inputs[0].ndim > 0:
             src = node.inputs[0]
@@ -138,6 +154,7 @@ def schedule(nodes, live_out, placements=False):
             for other in readers.values():
                 if other is not group:
                     close(other)
+            group = still_open(group, key)
             if group is None:                # a reduction of a value computed elsewhere
                 group = Group(src.shape)
                 group.reduce = node
