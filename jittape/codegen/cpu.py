@@ -116,13 +116,14 @@ class Context:
         function grows faster than its size. ``pool``: where the arrays the body makes
         come from (``Pool``; the bodies of regions inside it make their own)."""
         block = self.program.body(node, name)
-        if block.pieces is None:
-            saved, self._pool = self._pool, pool
-            try:
+        saved, self._pool = self._pool, pool
+        try:
+            if block.pieces is None:
                 return _render(self, block)
-            finally:
-                self._pool = saved
-        pieces = [_render(self, piece) for piece in block.pieces]
+            # (a piece reads the pool's buffers as parameters, as any value made before)
+            pieces = [_render(self, piece) for piece in block.pieces]
+        finally:
+            self._pool = saved
         needed = {self.name(n.out) for n in node.params[name].nodes if n.out.id in block.live_out}
         params, returns = _interfaces(self, pieces, needed)
         lines = []
@@ -138,8 +139,6 @@ class Context:
         ending each step): the arrays the body makes at each step are made once, before
         the loop (``Pool``); ``carries``: how many of the body's first outputs the next
         step reads."""
-        if self.program.body(node, name).pieces is not None:
-            return [], self.block(node, name), []
         pool = Pool(self, node.params[name], carries)
         lines = self.block(node, name, pool)
         return pool.before, lines, pool.after
