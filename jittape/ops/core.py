@@ -146,7 +146,10 @@ class OpRecord:
       order, only the shape differs (a reshape);
     - ``foldable``: computed while tracing when no input is traced (not loop parts);
     - ``stacks``: its result is its inputs stacked along a new axis ``params["axis"]``
-      (a kernel may take such a stack of its inputs packed: ``passes.packing``).
+      (a kernel may take such a stack of its inputs packed: ``passes.packing``);
+    - ``places``: its result is zeros of ``params["shape"]`` with its first input added
+      at ``params["index"]`` (the gradient of indexing; ``passes.fuse`` reads such an op
+      with ints and slices as a loop's element).
 
     Slots for the transformations: ``vjp`` (one rule per input) or ``joint`` with
     ``joint_vjp`` (all inputs' cotangents at once); ``jvp`` (forward mode) and ``batch``
@@ -165,6 +168,7 @@ class OpRecord:
     differentiable = True
     foldable = True
     stacks = False
+    places = False
     row_of = None
     joint = False
     impl = None

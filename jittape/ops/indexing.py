@@ -942,6 +942,7 @@ def _cuda_index_add(ctx, node):
 
 getitem_prim.lowerings["cpu"] = _lower_getitem
 getitem_prim.lowerings["cuda"] = _cuda_getitem
+_index_add.places = True
 _index_add.lowerings["cpu"] = _lower_index_add
 _index_add.lowerings["cuda"] = _cuda_index_add
 _concatenate.lowerings["cuda"] = _cuda_concatenate

@@ -30,11 +30,11 @@ def is_elementwise(node):
 
 
 def placement(node):
-    """For an ``index_add`` node that places its operand at ints and slices with literal
-    bounds (each output element receives at most one operand element), one entry per
+    """For a node whose op ``places`` its operand (``index_add``) at ints and slices
+    with literal bounds (each output element receives at most one operand element), one entry per
     output axis: ``("int", i)``, ``("slice", start, stop, step)`` or None (the whole
     axis); otherwise None."""
-    if node.prim.name != "index_add" or len(node.inputs) != 1 or node.out.ndim == 0:
+    if not node.prim.places or len(node.inputs) != 1 or node.out.ndim == 0:
         return None
     src, out = node.inputs[0], node.out
     index = node.params["index"]
