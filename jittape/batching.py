@@ -228,6 +228,36 @@ def _solve_rule(args, batched, out):
     return ops.squeeze(x, len(_shape(x)) - 1) if column else x
 
 
+def _along_pair_rule(prim):
+    """An op of a value and its positions along one axis (``gather_along``): both of the
+    batch (the one that is not, repeated), the axis one further."""
+    def rule(args, batched, out, axis, **params):
+        size = _size(args, batched)
+        args = [a if b else _full(a, size) for a, b in zip(args, batched)]
+        return prim.bind(*args, axis=axis + 1, **params)
+    return rule
+
+
+def _searchsorted_rule(args, batched, out, side):
+    """searchsorted of a batch: values of the batch in one ``a``, the same op (its result
+    has ``v``'s shape); a batch of sorted ``a``s, the count of each one's elements before
+    each value (before or equal for 'right'), NaN last as in a sort."""
+    (a, v), (ba, bv) = args, batched
+    if not ba:
+        return REGISTRY["searchsorted"].bind(a, v, side=side)
+    rank = _rank(v, bv)
+    if not bv:
+        v = _full(v, _size(args, batched))
+    a = ops.reshape(a, (_shape(a)[0],) + (1,) * rank + (_shape(a)[1],))
+    v = ops.expand_dims(v, rank + 1)
+    x, y = (a, v) if side == "left" else (v, a)
+    before = ops.logical_or(ops.less(x, y), ops.logical_and(ops.isnan(y),
+                                                            ops.logical_not(ops.isnan(x))))
+    if side == "right":
+        before = ops.logical_not(before)
+    return ops.sum(ops.cast(before, np.int64), axis=rank + 1)
+
+
 def declare_rules():
     """Give each primitive of the registry its batching rule (``Primitive.batch``)."""
     special = {"matmul": _matmul_rule, "einsum": _einsum_rule, "reshape": _reshape_rule,
@@ -238,8 +268,13 @@ def declare_rules():
                "check_labels": _passing_rule(REGISTRY["check_labels"]),
                **{name: _along_axis_rule(REGISTRY[name]) for name in ("cumsum", "cumprod")}}
     special["solve"] = _solve_rule
+    special.update(argsort=_along_axis_rule(REGISTRY["argsort"]),
+                   gather_along=_along_pair_rule(REGISTRY["gather_along"]),
+                   scatter_along=_along_pair_rule(REGISTRY["scatter_along"]),
+                   searchsorted=_searchsorted_rule)
     special.update((name, _matrices_rule(REGISTRY[name])) for name in (
-        "inv", "det", "slogdet_sign", "logabsdet", "cholesky", "triangle"))
+        "inv", "det", "slogdet_sign", "logabsdet", "cholesky", "triangle", "eigvalsh",
+        "eigh", "svdvals", "svd", "svd_vh", "qr", "qr_r", "pinv"))
     for name, prim in REGISTRY.items():
         if name in special:
             prim.batch = special[name]

@@ -227,6 +227,12 @@ NOT_FUZZED = {
     **{name: "needs well-conditioned matrices: covered by the registry tests (test_ops, "
              "test_linalg)" for name in ("solve", "inv", "det", "slogdet_sign", "logabsdet",
                                          "cholesky", "norm")},
+    **{name: "a decomposition whose gradient needs distinct eigenvalues or singular values "
+             "and full rank (random programs draw ties and near-singular matrices): the "
+             "registry's checks and test_decompositions cover it"
+       for name in ("eigvalsh", "eigh", "svdvals", "svd", "svd_vh", "qr", "qr_r", "pinv")},
+    **{name: "a composition of matmul (and inv), which the fuzzer draws (gen_contract): the "
+             "registry's checks cover it" for name in ("matrix_power", "multi_dot")},
     "triangle": "a part of cholesky's gradient: reached through it",
     "round": "its decimals parameter; rint, round's case of no decimals, is fuzzed",
 }
@@ -788,30 +794,104 @@ def gen_misc(draw, b, ops, name=None):
         b.add("{0} * {1}", lambda p, q: p * q, (x, f), "multiply")
 
 
-SPECIAL = ("xlogy", "xlog1py", "logit", "polygamma")
+SPECIAL = ("xlogy", "xlog1py", "logit", "polygamma", "gammainc", "gammaincc", "multigammaln",
+           "beta", "betaln", "rel_entr", "kl_div", "boxcox", "entr", "erfcinv", "log_expit",
+           "ndtr")
+# the domains of the unary composites
+_SPECIAL_UNARY = {"logit": (0.1, 0.9), "entr": (0.1, 2.0), "erfcinv": (0.1, 1.9),
+                  "log_expit": (-6.0, 6.0), "ndtr": (-3.0, 3.0)}
+# the domains of the binary ones (first operand, second)
+_SPECIAL_PAIRS = {"xlogy": ((0.2, 2.0), (0.5, 2.0)), "xlog1py": ((0.2, 2.0), (-0.5, 2.0)),
+                  "beta": ((0.5, 3.0), (0.5, 3.0)), "betaln": ((0.5, 3.0), (0.5, 3.0)),
+                  "rel_entr": ((0.2, 2.0), (0.2, 2.0)), "kl_div": ((0.2, 2.0), (0.2, 2.0)),
+                  "boxcox": ((0.2, 3.0), (-1.0, 1.0))}
 
 
 def gen_special(draw, b, ops, name=None):
-    """scipy.special's composites and polygamma, on values mapped into their domains:
-    xlogy and xlog1py (a positive first operand), logit, polygamma of order 1 or 2."""
+    """scipy.special's composites and the ops with a parameter, on values mapped into
+    their domains: the binary composites (xlogy, beta, kl_div, ...), logit, polygamma of
+    order 1 or 2, multigammaln of dimension 1 to 3, and gammainc and gammaincc in x (a a
+    constant: they have no gradient in a)."""
     how = name if name in SPECIAL else draw(st.sampled_from(SPECIAL))
     x = _pick(draw, b, b.floats())
-    if how == "logit":
-        x = b.into(x, (0.1, 0.9))
-        b.add("jt.logit({0})", jt.logit, (x,), "logit")
+    if how in _SPECIAL_UNARY:
+        x = b.into(x, _SPECIAL_UNARY[how])
+        b.add(f"jt.{how}({{0}})", getattr(jt, how), (x,), how)
     elif how == "polygamma":
         x = b.into(x, (0.5, 3.0))
         n = draw(st.integers(1, 2))
         b.add(f"jt.polygamma({n}, {{0}})", lambda a: jt.polygamma(n, a), (x,), "polygamma")
+    elif how == "multigammaln":
+        x = b.into(x, (1.5, 4.0))
+        d = draw(st.integers(1, 3))
+        b.add(f"jt.multigammaln({{0}}, {d})", lambda a: jt.multigammaln(a, d), (x,), how)
+    elif how in ("gammainc", "gammaincc"):
+        x = b.into(x, (0.1, 4.0))
+        a = draw(st.sampled_from((0.5, 1.0, 2.5)))
+        f = getattr(jt, how)
+        b.add(f"jt.{how}({a}, {{0}})", lambda v: f(a, v), (x,), how)
     else:
         y = _pick(draw, b, b.floats())
         try:
             np.broadcast_shapes(b.values[x].value.shape, b.values[y].value.shape)
         except ValueError:
             return
-        x = b.into(x, (0.2, 2.0))
-        y = b.into(y, (0.5, 2.0) if how == "xlogy" else (-0.5, 2.0))
+        first, second = _SPECIAL_PAIRS[how]
+        x = b.into(x, first)
+        y = b.into(y, second)
         b.add(f"jt.{how}({{0}}, {{1}})", getattr(jt, how), (x, y), how)
+
+
+SORTING = ("sort", "partition", "median", "quantile", "percentile", "nanmedian",
+           "nanquantile", "nanpercentile")
+
+
+def _apart(v, axes):
+    """Whether the elements along ``axes`` are AWAY apart: a sort's gradient follows the
+    order, and central differences must not swap two of them."""
+    if v.size == 0 or not axes:
+        return True
+    rest = [a for a in range(v.ndim) if a not in axes]
+    flat = np.transpose(v, rest + list(axes)).reshape(int(np.prod([v.shape[a] for a in rest])), -1)
+    return bool(np.all(np.diff(np.sort(flat.astype(np.float64), axis=1), axis=1) > AWAY))
+
+
+def gen_sorting(draw, b, ops, name=None):
+    """np.sort and np.partition along an axis, the order statistics over axes (levels as
+    numbers: a list of them would make a float32 program's result float64, NumPy's rule)."""
+    how = name if name in SORTING else draw(st.sampled_from(SORTING))
+    x = _pick(draw, b, b.floats())
+    v = b.values[x].value
+    if how in ("sort", "partition"):
+        if v.ndim == 0:
+            return
+        axis = draw(st.integers(-v.ndim, v.ndim - 1))
+        if v.shape[axis] == 0 or not _apart(v, (axis % v.ndim,)):
+            return
+        if how == "sort":
+            b.add(f"np.sort({{0}}, axis={axis})", lambda a: np.sort(a, axis=axis), (x,), how)
+        else:
+            k = draw(st.integers(-v.shape[axis], v.shape[axis] - 1))
+            b.add(f"np.partition({{0}}, {k}, axis={axis})",
+                  lambda a: np.partition(a, k, axis=axis), (x,), how)
+        return
+    axis = draw(st.one_of(st.none(), st.integers(-v.ndim, v.ndim - 1))) if v.ndim else None
+    if axis is not None and draw(st.booleans()):
+        axis = tuple(sorted({axis % v.ndim, draw(st.integers(0, v.ndim - 1))}))
+    axes = _reduced(v.shape, axis)
+    if any(v.shape[a] == 0 for a in axes) or v.size == 0 or not _apart(v, axes):
+        return
+    keepdims = draw(st.booleans())
+    f = getattr(np, how)
+    if how in ("median", "nanmedian"):
+        b.add(f"np.{how}({{0}}, axis={axis!r}, keepdims={keepdims})",
+              lambda a: f(a, axis=axis, keepdims=keepdims), (x,), how)
+        return
+    q = draw(st.sampled_from([0.0, 0.3, 0.5, 0.85, 1.0])) * (100 if "percentile" in how else 1)
+    method = draw(st.sampled_from(["linear", "linear", "hazen"] if how.startswith("nan") else
+                                  ["linear", "linear", "midpoint", "nearest", "weibull"]))
+    b.add(f"np.{how}({{0}}, {q!r}, axis={axis!r}, keepdims={keepdims}, method={method!r})",
+          lambda a: f(a, q, axis=axis, keepdims=keepdims, method=method), (x,), how)
 
 
 def _numpy_shape_step(draw, v, name):
@@ -1001,6 +1081,13 @@ STRUCTURED.update({
     **{name: gen_special for name in SPECIAL},
 })
 STRUCTURED.update({name: gen_numpy_shape for name in NUMPY_SHAPE})
+STRUCTURED.update({name: gen_sorting for name in SORTING})
+NOT_FUZZED.update({
+    **{name: "an integer result, no gradient: the registry's checks and test_sorting cover it"
+       for name in ("argsort", "argpartition", "searchsorted")},
+    **{name: "sort's gather and its gradient's scatter: reached through gen_sorting's ops"
+       for name in ("gather_along", "scatter_along")},
+})
 OPS = derived_ops()
 # What a step applies, drawn uniformly: each op of the table (so that a rare kind of op
 # is drawn as often as one elementwise op), and two features that are not ops.
@@ -1329,6 +1416,39 @@ def test_random_program(program):
 
 if SEED is not None:
     test_random_program = seed(int(SEED))(test_random_program)
+
+
+@st.composite
+def sorting_programs(draw):
+    """``programs``' programs with two sorting steps (a sort, a partition or an order
+    statistic) among the others: after one of the inputs, and after the other steps."""
+    dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
+    mode = draw(st.sampled_from(["grad"] * 5 + ["hessian", "function", "jvp", "vmap"]))
+    if mode == "hessian":
+        dtype = np.float64
+    b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
+    luck = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))).random(2)
+    compiled = luck[0] < 1 / COMPILE_EVERY
+    b.cuda = compiled and luck[1] < 1 / CUDA_EVERY
+    for _ in range(draw(st.sampled_from([1, 2]))):
+        b.input(draw(shapes()))
+    gen_sorting(draw, b, OPS, draw(st.sampled_from(SORTING)))
+    for _ in range(draw(st.sampled_from(range(1, 5)))):
+        name = _pick(draw, b, sorted(STEPS))
+        STEPS[name](draw, b, OPS, name)
+    gen_sorting(draw, b, OPS, draw(st.sampled_from(SORTING)))
+    read = {i for step in b.steps for i in step.ins}
+    floats = b.floats()
+    outputs = [i for i in floats if i not in read] or floats[-1:]
+    return b.program(outputs, mode, compiled, b.cuda)
+
+
+@settings(max_examples=max(GRAPHS // 10, 10), deadline=None, derandomize=SEED is None,
+          database=None, suppress_health_check=list(HealthCheck))
+@given(sorting_programs())
+def test_random_program_with_sorting_or_median_or_quantile_or_percentile(program):
+    note(f"ops: {', '.join(program.used)}")
+    CHECKS[program.mode](program, program.args)
 
 
 # -- the fuzzer's own coverage ------------------------------------------------------------

@@ -23,6 +23,10 @@ NOT_USER_MESSAGES = {
         "the kind of a primitive declared in jittape's own modules",
     "core.py: op {name!r} is declared twice":
         "composite ops are declared once, when jittape is imported",
+    "sorting.py: ShapeError(at_user_line(f'{op}: positions of shape":
+        "gather_along and scatter_along take positions made by sort and nanmedian only",
+    "sorting.py: ShapeError(at_user_line(f'searchsorted: a must be 1-D (and v":
+        "the primitive's rule: np.searchsorted checks a's rank first and gives v an axis",
 }
 
 c = jt.constant
@@ -169,12 +173,48 @@ CASES = [
      jt.UnsupportedError, ["dot", "more than two axes", "(2,) and (2, 2, 2)"]),
     ("einsum sublists", lambda: np.einsum(c(np.ones((2, 3))), [0, 1], c(np.ones((3, 2))), [1, 2]),
      jt.UnsupportedError, ["einsum", "subscripts must be a string"]),
+    # -- ops/lapack.py: the decompositions
+    ("eig complex", lambda: np.linalg.eig(c(np.eye(2))), jt.UnsupportedError, ["eig", "complex", "float64 (2, 2)", "eigh"]),
+    ("eigh UPLO", lambda: np.linalg.eigh(c(np.eye(2)), "X"), ValueError, ["eigh", "UPLO", "'X'"]),
+    ("eigh not square", lambda: np.linalg.eigh(c(np.ones((2, 3)))), jt.ShapeError, ["eigh", "square", "(2, 3)"]),
+    ("svd of a vector", lambda: np.linalg.svd(c(np.ones(3))), jt.ShapeError, ["svd", "at least two axes", "(3,)"]),
+    ("svd full gradient", lambda: jt.grad(lambda a: jt.sum(np.linalg.svd(a)[0] ** 2))(np.eye(3, 2)),
+     jt.UnsupportedError, ["svd", "full_matrices=True", "float64 (3, 2)", "pass full_matrices=False"]),
+    ("qr wide gradient", lambda: jt.grad(lambda a: jt.sum(np.linalg.qr(a)[1]))(np.eye(2, 3)),
+     jt.UnsupportedError, ["qr", "at least as many rows", "float64 (2, 3)"]),
+    ("qr mode", lambda: np.linalg.qr(c(np.eye(2)), mode="raw"), jt.UnsupportedError, ["qr", "mode='raw'", "(2, 2)"]),
+    ("pinv rcond per matrix", lambda: np.linalg.pinv(c(np.ones((2, 2, 2))), rcond=np.ones(2)),
+     jt.UnsupportedError, ["pinv", "rcond must be one number", "(2,)"]),
+    ("pinv rtol and rcond", lambda: np.linalg.pinv(c(np.eye(2)), 1e-10, rtol=1e-10), ValueError, ["pinv", "can't be both set", "(2, 2)"]),
+    ("lstsq ranks", lambda: np.linalg.lstsq(c(np.ones((2, 3, 3))), c(np.ones(3))), jt.ShapeError, ["lstsq", "(2, 3, 3)", "(3,)"]),
+    ("lstsq rows", lambda: np.linalg.lstsq(c(np.ones((3, 2))), c(np.ones(4))), jt.ShapeError, ["lstsq", "(3, 2)", "(4,)", "3 equations"]),
+    ("matrix_power exponent", lambda: np.linalg.matrix_power(c(np.eye(2)), 1.5), TypeError, ["matrix_power", "integer", "1.5", "(2, 2)"]),
+    ("multi_dot one array", lambda: np.linalg.multi_dot([c(np.eye(2))]), ValueError, ["multi_dot", "at least two arrays", "got 1"]),
+    ("multi_dot 3-d", lambda: np.linalg.multi_dot([c(np.eye(2)), c(np.ones((2, 2, 2)))]), jt.ShapeError, ["multi_dot", "2-D", "(2, 2, 2)"]),
+    ("multi_dot out", lambda: np.linalg.multi_dot([c(np.eye(2)), c(np.eye(2))], out=np.empty((2, 2))), jt.UnsupportedError, ["multi_dot", "out= is not supported"]),
     ("polygamma order", lambda: jt.scipy.special.polygamma(1.5, c(np.ones(2))),
      ValueError, ["polygamma", "non-negative int", "1.5"]),
-    ("scipy.special ufunc", lambda: __import__("scipy.special").special.betaln(c(np.ones(2)), 1.0),
-     jt.UnsupportedError, ["scipy.special.betaln is not supported"]),
-    ("logsumexp sign", lambda: jt.scipy.special.logsumexp(c(np.ones(2)), return_sign=True),
+    ("scipy.special ufunc", lambda: __import__("scipy.special").special.gammasgn(c(np.ones(2))),
+     jt.UnsupportedError, ["scipy.special.gammasgn is not supported"]),
+    ("logsumexp sign", lambda: jt.logsumexp(c(np.ones(2)), return_sign=True),
      jt.UnsupportedError, ["logsumexp", "return_sign=True"]),
+    ("multigammaln order", lambda: jt.scipy.special.multigammaln(c(np.ones(2)), 0),
+     ValueError, ["multigammaln", "dimension d must be a positive int", "0"]),
+    ("multigammaln domain", lambda: jt.scipy.special.multigammaln(c(L([0.9, 3.0])), 3),
+     ValueError, ["multigammaln", "(2,)", "greater than (d - 1) / 2 = 1.0", "0.9"]),
+    ("gammainc gradient in a", lambda: jt.grad(lambda a: jt.sum(jt.gammainc(a, c(np.ones(3)))))(
+        np.ones(3)), jt.UnsupportedError, ["gammainc", "with respect to a", "(3,)"]),
+    ("multivariate_normal cov", lambda: jt.scipy.stats.multivariate_normal.logpdf(
+        c(np.ones((4, 3))), c(np.ones(3)), c(np.eye(2))),
+     jt.ShapeError, ["multivariate_normal.logpdf", "cov of shape (2, 2)", "3 dimensions"]),
+    ("multivariate_normal x", lambda: jt.scipy.stats.multivariate_normal.logpdf(
+        c(np.ones((4, 3))), c(np.ones(2)), c(np.eye(2))),
+     jt.ShapeError, ["multivariate_normal.logpdf", "x of shape (4, 3)", "2 dimensions"]),
+    ("multivariate_normal mean", lambda: jt.scipy.stats.multivariate_normal.logpdf(
+        c(np.ones((4, 3))), c(np.ones((1, 3))), c(np.eye(3))),
+     jt.ShapeError, ["multivariate_normal.logpdf", "mean must be a vector", "(1, 3)"]),
+    ("dirichlet shapes", lambda: jt.scipy.stats.dirichlet.logpdf(c(np.ones((2, 3))), c(np.ones(3))),
+     jt.ShapeError, ["dirichlet.logpdf", "alpha of shape (3,)", "x of shape (2, 3)"]),
     ("argmax keepdims", lambda: jnp.argmax(c(np.ones((2, 3))), keepdims=True),
      jt.UnsupportedError, ["argmax", "keepdims=True needs an axis"]),
     ("take_along_axis rank", lambda: jnp.take_along_axis(c(np.ones((2, 3))), L([0, 1]), axis=1),
@@ -326,6 +366,24 @@ CASES = [
     ("diff order", lambda: jnp.diff(c(np.ones(3)), n=-1), jt.ShapeError, ["diff", "order must be non-negative", "-1", "(3,)"]),
     ("diff 0-d", lambda: jnp.diff(c(1.0)), jt.ShapeError, ["diff", "at least one dimensional", "()"]),
     ("cumsum axis", lambda: jnp.cumsum(c(np.ones((2, 3))), axis=2), jt.ShapeError, ["cumsum", "axis 2", "rank 2", "(2, 3)"]),
+    # -- ops/sorting.py
+    ("sort axis", lambda: np.sort(c(np.ones((2, 3))), axis=2), jt.ShapeError, ["sort", "axis 2", "rank 2", "(2, 3)"]),
+    ("sort 0-d", lambda: np.sort(c(1.0)), jt.ShapeError, ["sort", "axis -1", "rank 0", "()"]),
+    ("sort order", lambda: np.sort(c(np.ones(3)), order="x"), jt.UnsupportedError, ["sort", "order=", "(3,)"]),
+    ("partition kth", lambda: np.partition(c(np.ones((2, 3))), 3), jt.ShapeError, ["partition", "kth(=3)", "(2, 3)"]),
+    ("argpartition kth type", lambda: np.argpartition(c(np.ones(3)), 1.5), TypeError, ["argpartition", "kth must be integers", "1.5", "(3,)"]),
+    ("searchsorted 2-d", lambda: np.searchsorted(c(np.ones((2, 2))), c(np.ones(3))), jt.ShapeError, ["searchsorted", "1-D", "(2, 2)", "(3,)"]),
+    ("searchsorted side", lambda: np.searchsorted(c(np.ones(3)), 1.0, side="middle"), ValueError, ["searchsorted", "'left' or 'right'", "'middle'"]),
+    ("median out=", lambda: np.median(c(np.ones(3)), out=np.empty(())), jt.UnsupportedError, ["median", "out= is not supported"]),
+    ("median axis", lambda: np.median(c(np.ones((2, 3))), axis=(0, 2)), jt.ShapeError, ["median", "axis 2", "(2, 3)"]),
+    ("quantile range", lambda: np.quantile(c(np.ones(3)), 1.5), ValueError, ["quantile", "range [0, 1]", "1.5"]),
+    ("percentile range", lambda: np.percentile(c(np.ones(3)), [50, 101]), ValueError, ["percentile", "range [0, 100]", "101"]),
+    ("quantile method", lambda: np.quantile(c(np.ones(3)), 0.5, method="inverted_cdf"), jt.UnsupportedError, ["quantile", "'inverted_cdf'", "(3,)"]),
+    ("quantile weights", lambda: np.quantile(c(np.ones(3)), 0.5, weights=np.ones(3)), jt.UnsupportedError, ["quantile", "weights=", "(3,)"]),
+    ("quantile traced q", lambda: jt.function(lambda a, q: np.quantile(a, q))(np.ones(3), np.float64(0.5)), jt.UnsupportedError, ["quantile", "q must be known", "()"]),
+    ("quantile empty", lambda: np.quantile(c(np.ones((2, 0))), 0.5, axis=1), IndexError, ["quantile", "no element", "(2, 0)"]),
+    ("quantile bool", lambda: np.quantile(c(np.ones(3, bool)), 0.5), TypeError, ["quantile", "unsupported dtype bool", "(3,)"]),
+    ("nanquantile method", lambda: np.nanquantile(c(np.ones(3)), 0.5, method="lower"), jt.UnsupportedError, ["nanquantile", "'lower'", "(3,)"]),
 ]
 
 _SEEN = {}       # row name -> the message it raised (for the test of the raise sites)
@@ -348,7 +406,7 @@ def test_a_mistake_names_the_op_the_sizes_and_the_users_line(name, call, kind, w
 _PACKAGE = os.path.dirname(jt.__file__)
 MODULES = ["ops/core.py", "ops/random.py", "ops/indexing.py", "ops/linalg.py", "ops/shape.py",
            "ops/reduce.py", "ops/elementwise.py", "ops/nn.py", "ops/creation.py",
-           "ops/methods.py", "control.py", "regions.py"]
+           "ops/methods.py", "ops/sorting.py", "control.py", "regions.py"]
 # where the texts of raises that call a helper (complex_error) are written
 HELPER_MODULES = MODULES + ["tensor.py"]
 FRAGMENT = 12        # the shortest literal part of a message that identifies it

@@ -305,8 +305,8 @@ def test_numpy_dispatch_reaches_jittape_ops():
 
 def test_unsupported_numpy_function_names_itself():
     x = jt.constant([1.0, 2.0])
-    with pytest.raises(jt.UnsupportedError, match="numpy.median"):
-        np.median(x)
+    with pytest.raises(jt.UnsupportedError, match="numpy.unique"):
+        np.unique(x)
     with pytest.raises(jt.UnsupportedError, match="numpy.spacing"):
         np.spacing(x)
     with pytest.raises(jt.UnsupportedError, match="numpy.add.reduce"):

@@ -47,10 +47,11 @@ from jittape.codegen.runtime import (  # noqa: F401
     slice_length, slice_start, slice_step, zeros,
 )
 from jittape.codegen.lapack import (  # noqa: F401
-    LinAlgError, lapack_cholesky, lapack_det, lapack_inv, lapack_slogdet, lapack_solve,
+    LinAlgError, lapack_cholesky, lapack_det, lapack_eigh, lapack_eigvalsh, lapack_inv,
+    lapack_pinv, lapack_qr, lapack_slogdet, lapack_solve, lapack_svd, lapack_svdvals,
 )
 from jittape.codegen.special import (  # noqa: F401
-    digamma_f32, digamma_f64, polygamma_f32, polygamma_f64,
+    digamma_f32, digamma_f64, polygamma_f32, polygamma_f64, scipy_special,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
     exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,

@@ -125,3 +125,144 @@ lapack_slogdet = external(_lapack_slogdet, "lapack_slogdet", _matrices(1), _dtyp
                           label="linear algebra (slogdet)")
 lapack_cholesky = external(_lapack_cholesky, "lapack_cholesky", _matrices(1), _dtype_key,
                            label="linear algebra (cholesky)")
+
+
+# -- decompositions: eigh, svd, qr, pinv --------------------------------------------------
+# Each computes in float64 (NumPy's linalg does so for float32 operands too) and returns
+# arrays of the operand's dtype, C-contiguous, and a status last (1: LAPACK did not
+# converge). A matrix holding a NaN or inf where the op reads gives NaN results.
+
+@_jit
+def _symmetric_from_lower(a):
+    """The float64 symmetric matrix whose lower triangle is ``a``'s (what LAPACK's
+    syevd reads with UPLO='L'), and whether that triangle is finite."""
+    n = a.shape[0]
+    s = np.empty((n, n), np.float64)
+    finite = True
+    for i in range(n):
+        for j in range(i + 1):
+            v = np.float64(a[i, j])
+            if not np.isfinite(v):
+                finite = False
+            s[i, j] = v
+            s[j, i] = v
+    return s, finite
+
+
+@_jit
+def _lapack_eigh(a):
+    """(eigenvalues ascending, eigenvectors as columns, status) of the symmetric matrix
+    read from the lower triangle of ``a`` (syevd, as NumPy's eigh)."""
+    n = a.shape[0]
+    s, finite = _symmetric_from_lower(a)
+    if not finite:
+        return _nans((n,), a.dtype), _nans((n, n), a.dtype), 0
+    try:
+        w, v = np.linalg.eigh(s)
+    except Exception:
+        return np.zeros(n, a.dtype), np.zeros((n, n), a.dtype), 1
+    return w.astype(a.dtype), np.ascontiguousarray(v).astype(a.dtype), 0
+
+
+@_jit
+def _lapack_eigvalsh(a):
+    """(eigenvalues ascending, status) of the symmetric matrix read from the lower
+    triangle of ``a``."""
+    n = a.shape[0]
+    s, finite = _symmetric_from_lower(a)
+    if not finite:
+        return _nans((n,), a.dtype), 0
+    try:
+        w = np.linalg.eigvalsh(s)
+    except Exception:
+        return np.zeros(n, a.dtype), 1
+    return w.astype(a.dtype), 0
+
+
+@_jit
+def _lapack_svd(a, full_matrices):
+    """(u, singular values descending, vh, status) of a matrix (gesdd, as NumPy's svd);
+    ``full_matrices``: u and vh square, else of min(m, n) columns and rows."""
+    m, n = a.shape
+    k = min(m, n)
+    um, vn = (m, n) if full_matrices else (k, k)
+    if not _finite(a):
+        return _nans((m, um), a.dtype), _nans((k,), a.dtype), _nans((vn, n), a.dtype), 0
+    try:
+        u, s, vh = np.linalg.svd(a.astype(np.float64), full_matrices)
+    except Exception:
+        return (np.zeros((m, um), a.dtype), np.zeros(k, a.dtype), np.zeros((vn, n), a.dtype),
+                1)
+    return (np.ascontiguousarray(u).astype(a.dtype), s.astype(a.dtype),
+            np.ascontiguousarray(vh).astype(a.dtype), 0)
+
+
+@_jit
+def _lapack_svdvals(a):
+    """(singular values descending, status) of a matrix."""
+    k = min(a.shape[0], a.shape[1])
+    if not _finite(a):
+        return _nans((k,), a.dtype), 0
+    try:
+        s = np.linalg.svd(a.astype(np.float64), False)[1]
+    except Exception:
+        return np.zeros(k, a.dtype), 1
+    return s.astype(a.dtype), 0
+
+
+@_jit
+def _lapack_qr(a, complete):
+    """(q, r, status) of a matrix (geqrf and orgqr, as NumPy's qr): q of min(m, n)
+    columns, or ``complete``: square. The complete q of a tall matrix is the reduced q
+    of the matrix with zero columns appended (their reflectors are the identity), as
+    orgqr extends it."""
+    m, n = a.shape
+    k = min(m, n)
+    qn, rm = (m, m) if complete else (k, k)
+    if not _finite(a):
+        r = _nans((rm, n), a.dtype)
+        for i in range(rm):
+            for j in range(min(i, n)):
+                r[i, j] = 0
+        return _nans((m, qn), a.dtype), r, 0
+    if complete and m > n:
+        wide = np.zeros((m, m), np.float64)
+        wide[:, :n] = a
+        q, r = np.linalg.qr(wide)
+        r = r[:, :n]
+    else:
+        q, r = np.linalg.qr(a.astype(np.float64))
+    return (np.ascontiguousarray(q).astype(a.dtype), np.ascontiguousarray(r).astype(a.dtype),
+            0)
+
+
+@_jit
+def _lapack_pinv(a, rcond):
+    """(pseudo-inverse, status) of a matrix (its SVD, singular values at most ``rcond``
+    times the largest dropped, as NumPy's pinv)."""
+    m, n = a.shape
+    if not _finite(a):
+        return _nans((n, m), a.dtype), 0
+    try:
+        p = np.linalg.pinv(a.astype(np.float64), rcond)
+    except Exception:
+        return np.zeros((n, m), a.dtype), 1
+    return np.ascontiguousarray(p).astype(a.dtype), 0
+
+
+def _with(count, *scalars):
+    return {key: sig + scalars for key, sig in _matrices(count).items()}
+
+
+lapack_eigh = external(_lapack_eigh, "lapack_eigh", _matrices(1), _dtype_key,
+                       label="linear algebra (eigh)")
+lapack_eigvalsh = external(_lapack_eigvalsh, "lapack_eigvalsh", _matrices(1), _dtype_key,
+                           label="linear algebra (eigvalsh)")
+lapack_svd = external(_lapack_svd, "lapack_svd", _with(1, types.boolean), _dtype_key,
+                      label="linear algebra (svd)")
+lapack_svdvals = external(_lapack_svdvals, "lapack_svdvals", _matrices(1), _dtype_key,
+                          label="linear algebra (svd)")
+lapack_qr = external(_lapack_qr, "lapack_qr", _with(1, types.boolean), _dtype_key,
+                     label="linear algebra (qr)")
+lapack_pinv = external(_lapack_pinv, "lapack_pinv", _with(1, types.float64), _dtype_key,
+                       label="linear algebra (pinv)")

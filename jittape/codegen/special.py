@@ -11,11 +11,31 @@ float64 result).
 
 At the poles (x a non-positive integer) they give what SciPy gives: digamma -inf at
 +0 (+inf at -0) and NaN at the negative integers, polygamma +inf for odd n and -inf for even n.
+
+``scipy_special("erfinv", x)`` calls SciPy's own C function (``erfinv``, ``ndtri``,
+``log_ndtr``, the Bessel functions ``i0``, ``i1``, ``i0e``, ``i1e`` and ``gammainc``,
+``gammaincc``): the values are SciPy's to the last bit, and the series, continued
+fractions and asymptotic expansions SciPy chose for each range come with them. Numba
+cannot call ``scipy.special`` itself; ``scipy.special.cython_special`` exports each
+function's C entry point as a capsule. Its address is registered with LLVM as a named
+symbol when this module is imported, and compiled code calls that symbol by name rather
+than through a constant address: Numba does not write a function that embeds an address
+to its disk cache, and a kernel loaded from the cache resolves the name in the new
+process (the kernel's module imports this one first). Called from Python (a kernel run
+without JIT) it is scipy.special's ufunc. CPU only: CUDA code cannot call the host's C.
 """
 
+import ctypes
 import math
 
 import numpy as np
+from llvmlite import binding
+from llvmlite import ir as llvm
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+from scipy import special as _scipy_special
+from scipy.special import cython_special
 
 from .runtime import _jit
 
@@ -78,3 +98,83 @@ def digamma_f32(x):
 @_jit
 def polygamma_f32(n, x):
     return np.float32(polygamma_f64(n, x))
+
+
+# name -> (its capsule in cython_special, its number of arguments); the capsules of fused
+# functions carry their variants' numbers, the double one's is taken
+_C_FUNCTIONS = {
+    "erfinv": ("__pyx_fuse_0erfinv", 1), "ndtri": ("ndtri", 1),
+    "log_ndtr": ("__pyx_fuse_1log_ndtr", 1), "i0": ("i0", 1), "i1": ("i1", 1),
+    "i0e": ("i0e", 1), "i1e": ("i1e", 1), "gammainc": ("gammainc", 2),
+    "gammaincc": ("gammaincc", 2),
+}
+
+
+def _symbol(name):
+    return f"jittape.scipy.special.{name}"
+
+
+def _register():
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                  ctypes.c_char_p]
+    for name, (key, nargs) in _C_FUNCTIONS.items():
+        capsule = cython_special.__pyx_capi__[key]
+        # (a check that SciPy's C signature is still the one the calls below assume)
+        expected = "double (" + "double, " * nargs + "int __pyx_skip_dispatch)"
+        if get_name(capsule).decode() != expected:          # pragma: no cover
+            raise ImportError(f"scipy.special.cython_special.{key} has the signature "
+                              f"{get_name(capsule).decode()!r}, not {expected!r}")
+        binding.add_symbol(_symbol(name), get_pointer(capsule, get_name(capsule)))
+
+
+_register()
+
+
+def scipy_special(name, *args):
+    """SciPy's function ``name`` (a string literal in compiled code) of ``args``, in
+    float64 whatever the arguments' types (as SciPy computes them)."""
+    return getattr(_scipy_special, name)(*args)
+
+
+_CALLS = {}
+
+
+def _c_call(name, nargs):
+    """An intrinsic calling SciPy's C function ``name`` by its symbol, on a tuple of
+    ``nargs`` numbers (each converted to float64)."""
+    if name not in _CALLS:
+        symbol = _symbol(name)
+
+        @intrinsic
+        def call(typingctx, args):
+            def codegen(context, builder, signature, llargs):
+                double = llvm.DoubleType()
+                fnty = llvm.FunctionType(double, [double] * nargs + [llvm.IntType(32)])
+                fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+                values = [context.cast(builder, builder.extract_value(llargs[0], k),
+                                       args[k], types.float64) for k in range(nargs)]
+                # (the last argument is Cython's skip_dispatch flag of cpdef functions)
+                return builder.call(fn, values + [llvm.Constant(llvm.IntType(32), 0)])
+            return types.float64(args), codegen
+
+        _CALLS[name] = call
+    return _CALLS[name]
+
+
+@overload(scipy_special)
+def _scipy_special_compiled(name, *args):
+    if not isinstance(name, types.StringLiteral):
+        return None                     # (Numba then retries with the literal's type)
+    function = name.literal_value
+    if function not in _C_FUNCTIONS or _C_FUNCTIONS[function][1] != len(args):
+        raise TypeError(f"scipy_special: no compiled {function!r} of {len(args)} arguments")
+    if not all(isinstance(a, (types.Float, types.Integer, types.Boolean)) for a in args):
+        return None
+    call = _c_call(function, len(args))
+
+    def impl(name, *args):
+        return call(args)
+    return impl

@@ -162,18 +162,59 @@ def vsplit(ary: Any, indices_or_sections: Any) -> Tensor: ...
 def vstack(tup: Any, *, dtype: Any = ..., casting: Any = ...) -> Tensor: ...
 def cholesky(a: Any, upper: Any = ...) -> Tensor: ...
 def det(a: Any) -> Tensor: ...
+def eigh(a: Any, UPLO: Any = ...) -> Tensor: ...
+def eigvalsh(a: Any, UPLO: Any = ...) -> Tensor: ...
 def inv(a: Any) -> Tensor: ...
+def lstsq(a: Any, b: Any, rcond: Any = ...) -> Tensor: ...
+def matrix_power(a: Any, n: Any) -> Tensor: ...
+def matrix_rank(A: Any, tol: Any = ..., hermitian: Any = ..., *, rtol: Any = ...) -> Tensor: ...
+def multi_dot(arrays: Any, *, out: Any = ...) -> Tensor: ...
 def norm(x: Any, ord: Any = ..., axis: Any = ..., keepdims: Any = ...) -> Tensor: ...
+def pinv(a: Any, rcond: Any = ..., hermitian: Any = ..., *, rtol: Any = ...) -> Tensor: ...
+def qr(a: Any, mode: Any = ...) -> Tensor: ...
 def slogdet(a: Any) -> Tensor: ...
 def solve(a: Any, b: Any) -> Tensor: ...
+def svd(a: Any, full_matrices: Any = ..., compute_uv: Any = ..., hermitian: Any = ...) -> Tensor: ...
+def svdvals(x: Any) -> Tensor: ...
+def beta(a: Any, b: Any) -> Tensor: ...
+def betaln(a: Any, b: Any) -> Tensor: ...
+def boxcox(x: Any, lmbda: Any) -> Tensor: ...
 def digamma(*args: Any, **params: Any) -> Tensor: ...
+def entr(x: Any) -> Tensor: ...
 def erf(*args: Any, **params: Any) -> Tensor: ...
 def erfc(*args: Any, **params: Any) -> Tensor: ...
+def erfcinv(y: Any) -> Tensor: ...
+def erfinv(*args: Any, **params: Any) -> Tensor: ...
+def gamma(*args: Any, **params: Any) -> Tensor: ...
+def gammainc(*args: Any, **params: Any) -> Tensor: ...
+def gammaincc(*args: Any, **params: Any) -> Tensor: ...
 def gammaln(*args: Any, **params: Any) -> Tensor: ...
+def i0(*args: Any, **params: Any) -> Tensor: ...
+def i0e(*args: Any, **params: Any) -> Tensor: ...
+def i1(*args: Any, **params: Any) -> Tensor: ...
+def i1e(*args: Any, **params: Any) -> Tensor: ...
+def kl_div(x: Any, y: Any) -> Tensor: ...
+def log_expit(x: Any) -> Tensor: ...
+def log_ndtr(*args: Any, **params: Any) -> Tensor: ...
 def logit(p: Any) -> Tensor: ...
+def multigammaln(a: Any, d: Any) -> Tensor: ...
+def ndtr(x: Any) -> Tensor: ...
+def ndtri(*args: Any, **params: Any) -> Tensor: ...
 def polygamma(n: Any, x: Any) -> Tensor: ...
+def rel_entr(x: Any, y: Any) -> Tensor: ...
 def xlog1py(x: Any, y: Any) -> Tensor: ...
 def xlogy(x: Any, y: Any) -> Tensor: ...
+def argpartition(a: Any, kth: Any, axis: Any = ..., kind: Any = ..., order: Any = ...) -> Tensor: ...
+def argsort(a: Any, axis: Any = ..., kind: Any = ..., order: Any = ..., *, stable: Any = ...) -> Tensor: ...
+def median(a: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., keepdims: Any = ...) -> Tensor: ...
+def nanmedian(a: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., keepdims: Any = ...) -> Tensor: ...
+def nanpercentile(a: Any, q: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., method: Any = ..., keepdims: Any = ..., *, weights: Any = ..., interpolation: Any = ...) -> Tensor: ...
+def nanquantile(a: Any, q: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., method: Any = ..., keepdims: Any = ..., *, weights: Any = ..., interpolation: Any = ...) -> Tensor: ...
+def partition(a: Any, kth: Any, axis: Any = ..., kind: Any = ..., order: Any = ...) -> Tensor: ...
+def percentile(a: Any, q: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., method: Any = ..., keepdims: Any = ..., *, weights: Any = ..., interpolation: Any = ...) -> Tensor: ...
+def quantile(a: Any, q: Any, axis: Any = ..., out: Any = ..., overwrite_input: Any = ..., method: Any = ..., keepdims: Any = ..., *, weights: Any = ..., interpolation: Any = ...) -> Tensor: ...
+def searchsorted(a: Any, v: Any, side: Any = ..., sorter: Any = ...) -> Tensor: ...
+def sort(a: Any, axis: Any = ..., kind: Any = ..., order: Any = ..., *, stable: Any = ...) -> Tensor: ...
 def log_softmax(logits: Any, axis: Any = ...) -> Tensor: ...
 def softmax(logits: Any, axis: Any = ...) -> Tensor: ...
 def softmax_cross_entropy(labels: Any, logits: Any, axis: Any = ...) -> Tensor: ...
@@ -205,12 +246,17 @@ __all__ = [
     'arctanh',
     'argmax',
     'argmin',
+    'argpartition',
+    'argsort',
     'around',
     'array_split',
     'atleast_1d',
     'atleast_2d',
     'atleast_3d',
     'average',
+    'beta',
+    'betaln',
+    'boxcox',
     'broadcast_to',
     'cast',
     'cbrt',
@@ -237,10 +283,15 @@ __all__ = [
     'divide',
     'dot',
     'dsplit',
+    'eigh',
+    'eigvalsh',
     'einsum',
+    'entr',
     'equal',
     'erf',
     'erfc',
+    'erfcinv',
+    'erfinv',
     'exp',
     'exp2',
     'expand_dims',
@@ -256,6 +307,9 @@ __all__ = [
     'fmin',
     'full',
     'full_like',
+    'gamma',
+    'gammainc',
+    'gammaincc',
     'gammaln',
     'gather',
     'getitem',
@@ -264,6 +318,10 @@ __all__ = [
     'hsplit',
     'hstack',
     'hypot',
+    'i0',
+    'i0e',
+    'i1',
+    'i1e',
     'identity',
     'imag',
     'inner',
@@ -271,6 +329,7 @@ __all__ = [
     'isclose',
     'isfinite',
     'isnan',
+    'kl_div',
     'kron',
     'less',
     'less_equal',
@@ -279,6 +338,8 @@ __all__ = [
     'log10',
     'log1p',
     'log2',
+    'log_expit',
+    'log_ndtr',
     'log_softmax',
     'logaddexp',
     'logaddexp2',
@@ -287,18 +348,29 @@ __all__ = [
     'logical_or',
     'logit',
     'logsumexp',
+    'lstsq',
     'matmul',
+    'matrix_power',
+    'matrix_rank',
     'max',
     'maximum',
     'mean',
+    'median',
     'min',
     'minimum',
     'mod',
     'moveaxis',
+    'multi_dot',
+    'multigammaln',
     'multiply',
     'nan_to_num',
     'nanmean',
+    'nanmedian',
+    'nanpercentile',
+    'nanquantile',
     'nansum',
+    'ndtr',
+    'ndtri',
     'negative',
     'norm',
     'not_equal',
@@ -306,10 +378,15 @@ __all__ = [
     'ones_like',
     'outer',
     'pad',
+    'partition',
+    'percentile',
+    'pinv',
     'polygamma',
     'power',
     'prod',
     'ptp',
+    'qr',
+    'quantile',
     'rad2deg',
     'range',
     'ravel',
@@ -323,6 +400,7 @@ __all__ = [
     'reduce_min',
     'reduce_prod',
     'reduce_sum',
+    'rel_entr',
     'relu',
     'repeat',
     'reshape',
@@ -331,6 +409,7 @@ __all__ = [
     'rollaxis',
     'rot90',
     'round',
+    'searchsorted',
     'select',
     'sigmoid',
     'sign',
@@ -342,6 +421,7 @@ __all__ = [
     'softmax_cross_entropy',
     'softplus',
     'solve',
+    'sort',
     'sparse_softmax_cross_entropy',
     'split',
     'sqrt',
@@ -352,6 +432,8 @@ __all__ = [
     'stop_gradient',
     'subtract',
     'sum',
+    'svd',
+    'svdvals',
     'swapaxes',
     'take',
     'take_along_axis',

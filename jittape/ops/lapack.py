@@ -1,4 +1,6 @@
-"""Linear algebra of ``np.linalg``: solve, inv, det, slogdet, cholesky, norm.
+"""Linear algebra of ``np.linalg``: solve, inv, det, slogdet, cholesky, norm, and the
+decompositions eigh, eigvalsh, svd, qr, pinv, lstsq with what is built of them
+(matrix_rank, cond, matrix_power, multi_dot).
 
 Each op works on stacks of matrices (the last two axes), as NumPy's do; ``solve``'s
 right-hand side follows NumPy 2: a 1-D ``b`` is a vector, anything else a stack of
@@ -20,9 +22,23 @@ JAX's ``cholesky_jvp``, with the symmetric tangent made from the lower triangle)
 Triangular solves are done with ``solve`` for now.
 
 ``norm`` is a composition of elementwise ops and reductions: vector norms of any order,
-matrix norms ``'fro'``, 1, -1, inf and -inf (``'nuc'``, 2 and -2 need singular values:
-``UnsupportedError``). The gradient of the 2-norm (and Frobenius norm) at zero is
-taken as 0, a subgradient, where the formula would divide 0 by 0.
+matrix norms ``'fro'``, 1, -1, inf and -inf, and ``'nuc'``, 2 and -2 of the singular
+values. The gradient of the 2-norm (and Frobenius norm) at zero is taken as 0, a
+subgradient, where the formula would divide 0 by 0.
+
+A decomposition with several results is a primitive per result, as slogdet is, each a
+LAPACK call of its own: ``eigh`` (the vectors) and ``eigvalsh``; ``svd`` (U), ``svdvals``
+and ``svd_vh``; ``qr`` (Q) and ``qr_r``. The gradient rule of one calls the others' (a
+compiled graph computes each once). Their gradients are the standard ones (JAX's
+rules): eigenvectors' and singular vectors' need distinct values, and give inf or NaN
+for equal ones, as JAX's and PyTorch's; svd's U and Vh of a matrix that is not square
+need ``full_matrices=False``, qr's gradient m >= n, else ``UnsupportedError`` when
+differentiated. ``pinv`` is a primitive whose gradient is that of a pseudo-inverse of
+constant rank (Golub and Pereyra); ``lstsq``'s solution is ``pinv(a) @ b``. A matrix
+holding NaN or inf (where the op reads) gives NaN results, eagerly and compiled, where
+NumPy's LAPACK raises for some ("SVD did not converge"). ``eig`` and ``eigvals`` (complex
+results) raise ``UnsupportedError``. Which of m and n is smaller fixes svd's and qr's
+shapes: a compiled function traces again when it changes (``_smaller``).
 
 Compiled, on the CPU only: each op calls a helper of ``codegen/lapack.py`` per matrix,
 compiled once and called through a symbol, so that a kernel does not compile LAPACK's
@@ -38,8 +54,10 @@ from . import elementwise as _ew
 from . import linalg as _la
 from . import reduce as _rd
 from . import shape as _sh
+from ..ir import expr_of, is_static
+from . import creation as _cr
 from .core import (Aval, Primitive, aval_of, broadcast_shapes, composite, ex, numpy_dispatch,
-                   same_size, shape_of)
+                   public, same_size, shape_of)
 
 CPU_ONLY = ("cpu",)
 
@@ -403,9 +421,9 @@ def _matrix_norm(x, ord, axes, keepdims):
                 row -= 1
             out = pick(_rd.sum(_ew.abs(x), axis=col), axis=row)
     elif ord in ("nuc", 2, -2):
-        raise UnsupportedError(at_user_line(
-            f"norm: the matrix norm ord={ord!r} needs singular values, which jittape does not "
-            "compute; ord 'fro', 1, -1, inf and -inf are supported"))
+        n = _ndim(x)
+        s = _svdvals.bind(_sh.moveaxis(x, (row, col), (n - 2, n - 1)))
+        out = {"nuc": _rd.sum, 2: _rd.max, -2: _rd.min}[ord](s, axis=-1)
     else:
         raise ValueError(at_user_line(f"norm: invalid norm order {ord!r} for matrices"))
     if keepdims:
@@ -457,6 +475,691 @@ def norm(x, ord=None, axis=None, keepdims=False):
             raise ValueError(at_user_line(f"norm: duplicate axes given ({axis})"))
         return _matrix_norm(x, ord, axis, keepdims)
     raise ValueError(at_user_line(f"norm: improper number of axes ({len(axis)}) to norm"))
+
+
+# -- decompositions: eigh, svd, qr, pinv --------------------------------------------------
+
+def _rows_cols(op, shape):
+    """(rows, columns) of the matrices of ``shape`` (its last two axes), or a ShapeError."""
+    if len(shape) < 2:
+        raise ShapeError(at_user_line(
+            f"{op}: the operand must have at least two axes (a stack of matrices), got shape "
+            f"{tuple(shape)}"))
+    return shape[-2], shape[-1]
+
+
+def _smaller(m, n):
+    """min(m, n): the size of the singular values, of qr's reduced factors. Which of the
+    two is smaller fixes the results' shapes and the gradient's formula, so a traced
+    function whose matrices may turn the other way at run time is keyed on the exact
+    sizes (it traces again for others)."""
+    if expr_of(m) == expr_of(n):
+        return m
+    if not (is_static(m) and is_static(n)):
+        _sh.exact_sizes()
+    return min(m, n)
+
+
+def _decomposition_abstract(op, result, square=False):
+    """The rule of an op of a stack of matrices: ``result(m, n, **params)`` the shape of
+    one matrix's result."""
+    def abstract(a, **params):
+        shape = tuple(shape_of(a))
+        if square:
+            _square(op, shape)
+        m, n = _rows_cols(op, shape)
+        return Aval(shape[:-2] + tuple(result(m, n, **params)), _dtype(op, a))
+    return abstract
+
+
+def _guarded(f, a, read=None, fill=None):
+    """``f(a)`` of a stack of matrices (one result or a tuple), NaN for each matrix holding
+    a NaN or inf in the part ``f`` reads (``read(a)``): NumPy's LAPACK raises there ("did
+    not converge") or gives numbers. ``fill(result)``: what such a matrix's result is,
+    NaN everywhere unless given."""
+    bad = ~np.isfinite(a if read is None else read(a)).all(axis=(-2, -1))
+    if not bad.any():
+        return f(a)
+    a = np.array(a, copy=True)
+    a[bad] = 0                            # a zero matrix: every decomposition converges
+    out = f(a)
+    for r in out if isinstance(out, tuple) else (out,):
+        r[bad] = np.nan if fill is None else fill(r[bad])
+    return out
+
+
+def _eye_like(x):
+    """The identity matrices of the shape of ``x``'s (a stack of square matrices): its
+    sizes are run-time sizes, as ``x``'s."""
+    ones = _cr.full_like(x, 1)
+    return _ew.subtract(_triangle.bind(ones, diagonal=1.0), _triangle.bind(ones, diagonal=0.0))
+
+
+def _row(v):
+    """(..., n) -> (..., 1, n)."""
+    return _sh.expand_dims(v, _ndim(v) - 1)
+
+
+def _gaps_reciprocal(w):
+    """F with F[i, j] = 1 / (w[j] - w[i]) off the diagonal and 0 on it (of each stack
+    member): inf where two values are equal (a degenerate gradient, as JAX's and
+    PyTorch's)."""
+    d = _ew.subtract(_row(w), _column(w))
+    eye = _eye_like(d)
+    return _ew.subtract(_ew.reciprocal(_ew.add(d, eye)), eye)
+
+
+def _mm(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = _la.matmul(out, x)
+    return out
+
+
+def _check_uplo(op, UPLO):
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise ValueError(at_user_line(f"{op}: UPLO argument must be 'L' or 'U', got {UPLO!r}"))
+    return UPLO.upper()
+
+
+def _read_lower(a, UPLO):
+    """The matrices whose lower triangle eigh reads: ``a``'s, or for UPLO='U' its
+    transpose's (so that the values and vectors are those of the lower triangle's call,
+    compiled as eagerly)."""
+    return np.swapaxes(a, -1, -2) if UPLO == "U" else a
+
+
+def _eigvalsh_impl(a, UPLO):
+    return _guarded(np.linalg.eigvalsh, _read_lower(a, UPLO), np.tril)
+
+
+def _eigh_vectors_impl(a, UPLO):
+    return _guarded(lambda x: np.linalg.eigh(x)[1], _read_lower(a, UPLO), np.tril)
+
+
+def _symmetric_tangent(t, UPLO):
+    """The symmetric matrix eigh reads from a tangent ``t``: its lower (or upper)
+    triangle mirrored."""
+    if UPLO == "U":
+        t = _t(t)
+    return _ew.add(_triangle.bind(t, diagonal=1.0), _t(_triangle.bind(t, diagonal=0.0)))
+
+
+def _symmetric_cotangent(g, UPLO):
+    """The transpose of ``_symmetric_tangent``: a gradient ``g`` with respect to the
+    symmetric matrix read, as one with respect to ``a`` (zero in the triangle not read)."""
+    out = _ew.add(_triangle.bind(g, diagonal=1.0), _triangle.bind(_t(g), diagonal=0.0))
+    return _t(out) if UPLO == "U" else out
+
+
+def _eigvalsh_vjp(g, out, a, UPLO):
+    v = _eigh_vectors.bind(a, UPLO=UPLO)
+    return _symmetric_cotangent(_mm(_ew.multiply(v, _row(g)), _t(v)), UPLO)
+
+
+def _eigvalsh_jvp(t, out, a, UPLO):
+    v = _eigh_vectors.bind(a, UPLO=UPLO)
+    s = _symmetric_tangent(t, UPLO)
+    return _rd.sum(_ew.multiply(v, _mm(s, v)), axis=-2)
+
+
+def _eigh_vectors_vjp(g, out, a, UPLO):
+    f = _gaps_reciprocal(_eigvalsh.bind(a, UPLO=UPLO))
+    inner = _ew.multiply(f, _mm(_t(out), g))
+    return _symmetric_cotangent(_mm(out, inner, _t(out)), UPLO)
+
+
+def _eigh_vectors_jvp(t, out, a, UPLO):
+    f = _gaps_reciprocal(_eigvalsh.bind(a, UPLO=UPLO))
+    s = _symmetric_tangent(t, UPLO)
+    return _mm(out, _ew.multiply(f, _mm(_t(out), s, out)))
+
+
+# symmetric matrices with distinct eigenvalues (the gradient of the vectors needs them):
+# diagonals 0, 3, 6, ... and the rest in [-0.5, 0.5] (a domain per element)
+def _spread(m, n=None):
+    n = m if n is None else n
+    d = np.zeros((m, n))
+    k = np.arange(min(m, n))
+    d[k, k] = 2.0 + 3.0 * k
+    return (d - 0.5, d + 0.5)
+
+
+_eigvalsh = _LinalgPrimitive(
+    "eigvalsh", _eigvalsh_impl,
+    abstract=_decomposition_abstract("eigvalsh", lambda m, n, UPLO: (n,), square=True),
+    vjp=[_eigvalsh_vjp], jvp=[_eigvalsh_jvp], save=(True, False),
+    examples=[ex((3, 3), UPLO="L"), ex((2, 4, 4), UPLO="U"), ex((1, 1), UPLO="L")],
+    kind="opaque", backends=CPU_ONLY)
+_eigh_vectors = _LinalgPrimitive(
+    "eigh", _eigh_vectors_impl,
+    abstract=_decomposition_abstract("eigh", lambda m, n, UPLO: (n, n), square=True),
+    vjp=[_eigh_vectors_vjp], jvp=[_eigh_vectors_jvp],
+    examples=[ex((3, 3), UPLO="L", domain=(_spread(3),)),
+              ex((2, 4, 4), UPLO="U", domain=(_spread(4),))],
+    kind="opaque", backends=CPU_ONLY)
+
+EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
+EighResult.__doc__ = "(eigenvalues, eigenvectors) of ``eigh``, as NumPy's result names them."
+
+
+@numpy_dispatch(np.linalg.eigh)
+def eigh(a, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix of
+    ``a`` (..., n, n), read from its lower triangle (``UPLO='U'``: the upper one): an
+    ``EighResult`` (w, v). A vector's sign is LAPACK's (with UPLO='U' it may differ from
+    NumPy's, which calls LAPACK on the upper triangle itself). The gradient of ``v``
+    needs distinct eigenvalues: two equal ones give inf or NaN (as JAX and PyTorch);
+    that of ``w`` alone is always defined."""
+    UPLO = _check_uplo("eigh", UPLO)
+    v = _eigh_vectors.bind(a, UPLO=UPLO)          # (first: its shape error names eigh)
+    return EighResult(_eigvalsh.bind(a, UPLO=UPLO), v)
+
+
+@numpy_dispatch(np.linalg.eigvalsh)
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues (ascending) of each symmetric matrix of ``a`` (..., n, n), read from
+    its lower (``UPLO='U'``: upper) triangle; the gradient is ``v diag(g) v^T``."""
+    return _eigvalsh.bind(a, UPLO=_check_uplo("eigvalsh", UPLO))
+
+
+@public(jt=False)
+@numpy_dispatch(np.linalg.eig, np.linalg.eigvals)
+def eig(a, *args, **kwargs):
+    """np.linalg.eig and eigvals: their results are complex, which jittape does not
+    support; UnsupportedError pointing to eigh."""
+    raise UnsupportedError(at_user_line(
+        f"eig: the eigenvalues of a general matrix are complex, which jittape does not "
+        f"support (operand: {_described(a)}); for a symmetric matrix use np.linalg.eigh "
+        "(or eigvalsh for the values)"))
+
+
+def _described(a):
+    return f"{_dtype_of(a)} {tuple(shape_of(a))}"
+
+
+# -- svd
+
+def _full_only_square(op, a, full_matrices):
+    m, n = shape_of(a)[-2:]
+    if full_matrices and int(m) != int(n):
+        raise UnsupportedError(at_user_line(
+            f"{op}: the gradient of full_matrices=True for a matrix that is not square "
+            f"({_described(a)}) is not defined by the reduced factors; pass "
+            "full_matrices=False"))
+
+
+def _svd_reduced(a):
+    return (_svd_u.bind(a, full_matrices=False), _svdvals.bind(a),
+            _svd_vh.bind(a, full_matrices=False))
+
+
+def _svd_gaps(s):
+    """F[i, j] = 1 / (s[j]**2 - s[i]**2) off the diagonal."""
+    return _gaps_reciprocal(_ew.multiply(s, s))
+
+
+def _svdvals_vjp(g, out, a):
+    u, _, vh = _svd_reduced(a)
+    return _mm(_ew.multiply(u, _row(g)), vh)
+
+
+def _svdvals_jvp(t, out, a):
+    u, _, vh = _svd_reduced(a)
+    return _rd.sum(_ew.multiply(u, _mm(t, _t(vh))), axis=-2)
+
+
+def _svd_u_vjp(g, out, a, full_matrices):
+    _full_only_square("svd", a, full_matrices)
+    u, s, vh = _svd_reduced(a)
+    x = _ew.multiply(_svd_gaps(s), _mm(_t(u), g))
+    grad = _mm(u, _ew.multiply(_ew.add(x, _t(x)), _row(s)), vh)
+    m, n = shape_of(a)[-2:]
+    if m > n:                             # the part of g off u's columns
+        off = _ew.subtract(g, _mm(u, _t(u), g))
+        grad = _ew.add(grad, _mm(_ew.divide(off, _row(s)), vh))
+    return grad
+
+
+def _svd_vh_vjp(g, out, a, full_matrices):
+    _full_only_square("svd", a, full_matrices)
+    u, s, vh = _svd_reduced(a)
+    y = _ew.multiply(_svd_gaps(s), _mm(vh, _t(g)))
+    grad = _mm(u, _ew.multiply(_column(s), _ew.add(y, _t(y))), vh)
+    m, n = shape_of(a)[-2:]
+    if n > m:                             # the part of g off vh's rows
+        off = _ew.subtract(g, _mm(g, _t(vh), vh))
+        grad = _ew.add(grad, _mm(_ew.divide(u, _row(s)), off))
+    return grad
+
+
+def _svd_u_jvp(t, out, a, full_matrices):
+    _full_only_square("svd", a, full_matrices)
+    u, s, vh = _svd_reduced(a)
+    p = _mm(_t(u), t, _t(vh))
+    du = _mm(u, _ew.multiply(_svd_gaps(s), _ew.add(_ew.multiply(p, _row(s)),
+                                                   _ew.multiply(_column(s), _t(p)))))
+    m, n = shape_of(a)[-2:]
+    if m > n:
+        tv = _mm(t, _t(vh))
+        du = _ew.add(du, _ew.divide(_ew.subtract(tv, _mm(u, _t(u), tv)), _row(s)))
+    return du
+
+
+def _svd_vh_jvp(t, out, a, full_matrices):
+    _full_only_square("svd", a, full_matrices)
+    u, s, vh = _svd_reduced(a)
+    p = _mm(_t(u), t, _t(vh))
+    dv = _mm(_t(vh), _ew.multiply(_svd_gaps(s), _ew.add(_ew.multiply(_column(s), p),
+                                                        _ew.multiply(_t(p), _row(s)))))
+    m, n = shape_of(a)[-2:]
+    if n > m:
+        tu = _mm(_t(t), u)
+        dv = _ew.add(dv, _ew.divide(_ew.subtract(tu, _mm(_t(vh), vh, tu)), _row(s)))
+    return _t(dv)
+
+
+def _svd_shapes(part):
+    def shape(m, n, full_matrices=False):
+        k = _smaller(m, n)
+        if part == "s":
+            return (k,)
+        if part == "u":
+            return (m, m if full_matrices else k)
+        return (n if full_matrices else k, n)
+    return shape
+
+
+_svdvals = _LinalgPrimitive(
+    "svdvals", lambda a: _guarded(lambda x: np.linalg.svd(x, compute_uv=False), a),
+    abstract=_decomposition_abstract("svd", _svd_shapes("s")),
+    vjp=[_svdvals_vjp], jvp=[_svdvals_jvp], save=(True, False),
+    examples=[ex((3, 3)), ex((4, 2)), ex((2, 2, 3)), ex((3, 2, 2), domain=(_spread(2),))],
+    kind="opaque", backends=CPU_ONLY)
+_svd_u = _LinalgPrimitive(
+    "svd", lambda a, full_matrices: _guarded(
+        lambda x: np.linalg.svd(x, full_matrices=full_matrices)[0], a),
+    abstract=_decomposition_abstract("svd", _svd_shapes("u")),
+    vjp=[_svd_u_vjp], jvp=[_svd_u_jvp], save=(True, False),
+    examples=[ex((3, 3), full_matrices=True, domain=(_spread(3),)),
+              ex((4, 2), full_matrices=False, domain=(_spread(4, 2),)),
+              ex((2, 2, 3), full_matrices=False, domain=(_spread(2, 3),))],
+    kind="opaque", backends=CPU_ONLY)
+_svd_vh = _LinalgPrimitive(
+    "svd_vh", lambda a, full_matrices: _guarded(
+        lambda x: np.linalg.svd(x, full_matrices=full_matrices)[2], a),
+    abstract=_decomposition_abstract("svd", _svd_shapes("vh")),
+    vjp=[_svd_vh_vjp], jvp=[_svd_vh_jvp], save=(True, False),
+    examples=[ex((3, 3), full_matrices=False, domain=(_spread(3),)),
+              ex((4, 2), full_matrices=False, domain=(_spread(4, 2),)),
+              ex((2, 2, 3), full_matrices=False, domain=(_spread(2, 3),))],
+    kind="opaque", backends=CPU_ONLY)
+
+SVDResult = collections.namedtuple("SVDResult", "U S Vh")
+SVDResult.__doc__ = "(U, S, Vh) of ``svd``, as NumPy's result names them."
+
+
+@numpy_dispatch(np.linalg.svd)
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """The singular value decomposition of each matrix of ``a`` (..., m, n): an
+    ``SVDResult`` (U, S, Vh) with ``a = U diag(S) Vh``, or the singular values alone
+    (descending) with ``compute_uv=False``. The gradient of U and Vh needs distinct
+    singular values (equal ones give inf or NaN), nonzero ones for a matrix that is not
+    square, and ``full_matrices=False`` for a matrix that is not square (the extra columns
+    are not determined: UnsupportedError); that of S alone is ``U diag(g) Vh``, always
+    defined. ``hermitian`` is accepted and computes the general SVD."""
+    if not compute_uv:
+        return _svdvals.bind(a)
+    return SVDResult(_svd_u.bind(a, full_matrices=bool(full_matrices)), _svdvals.bind(a),
+                     _svd_vh.bind(a, full_matrices=bool(full_matrices)))
+
+
+@public
+@numpy_dispatch(*((np.linalg.svdvals,) if hasattr(np.linalg, "svdvals") else ()))
+def svdvals(x):
+    """The singular values (descending) of each matrix of ``x`` (..., m, n)."""
+    return _svdvals.bind(x)
+
+
+# -- qr
+
+def _qr_supported(a, complete):
+    m, n = shape_of(a)[-2:]
+    if m < n or (complete and int(m) != int(n)):
+        raise UnsupportedError(at_user_line(
+            f"qr: the gradient is defined for a matrix with at least as many rows as "
+            f"columns, mode='reduced' (operand: {_described(a)}, mode="
+            f"{'complete' if complete else 'reduced'!r})"))
+
+
+def _right_upper_solve(x, r):
+    """x r^-1 for an upper triangular r (a general solve for now)."""
+    return _t(_solve.bind(_t(r), _t(x)))
+
+
+def _qr_back(grad_b, grad_c, q, r):
+    """The cotangent of a from those of B = dA R^-1 and C = Q^T B."""
+    total = _ew.add(grad_b, _mm(q, grad_c)) if grad_b is not None else _mm(q, grad_c)
+    return _t(_solve.bind(r, _t(total)))                  # total R^-T
+
+
+def _qr_q_vjp(g, out, a, complete):
+    _qr_supported(a, complete)
+    r = _qr_r.bind(a, complete=complete)
+    n_ = _mm(_t(out), g)
+    grad_c = _ew.subtract(_triangle.bind(_ew.subtract(n_, _t(n_)), diagonal=0.0), n_)
+    return _qr_back(g, grad_c, out, r)
+
+
+def _qr_r_vjp(g, out, a, complete):
+    _qr_supported(a, complete)
+    q = _qr_q.bind(a, complete=complete)
+    m_ = _mm(g, _t(out))
+    grad_c = _ew.subtract(m_, _triangle.bind(_ew.subtract(m_, _t(m_)), diagonal=0.0))
+    return _qr_back(None, grad_c, q, out)
+
+
+def _qr_tangents(t, a, complete):
+    """(dQ, dR) along ``t`` (JAX's qr_jvp_rule): with B = t R^-1 and C = Q^T B,
+    dQ = Q (W - C) + B and dR = (C - W) R, W the skew part of C's strict lower triangle."""
+    _qr_supported(a, complete)
+    q, r = _qr_q.bind(a, complete=complete), _qr_r.bind(a, complete=complete)
+    b = _right_upper_solve(t, r)
+    c = _mm(_t(q), b)
+    low = _triangle.bind(c, diagonal=0.0)
+    w = _ew.subtract(low, _t(low))
+    return _ew.add(_mm(q, _ew.subtract(w, c)), b), _mm(_ew.subtract(c, w), r)
+
+
+def _qr_shapes(part):
+    def shape(m, n, complete=False):
+        k = m if complete else _smaller(m, n)
+        return (m, k) if part == "q" else (k, n)
+    return shape
+
+
+def _qr_r_impl(a, complete):
+    return _guarded(lambda x: np.linalg.qr(x, "complete" if complete else "reduced")[1], a,
+                    fill=lambda r: np.triu(np.full_like(r, np.nan)))
+
+
+_qr_q = _LinalgPrimitive(
+    "qr", lambda a, complete: _guarded(
+        lambda x: np.linalg.qr(x, "complete" if complete else "reduced")[0], a),
+    abstract=_decomposition_abstract("qr", _qr_shapes("q")),
+    vjp=[_qr_q_vjp], jvp=[lambda t, out, a, complete: _qr_tangents(t, a, complete)[0]],
+    examples=[ex((3, 3), complete=False, domain=(_spread(3),)),
+              ex((4, 2), complete=False, domain=(_spread(4, 2),)),
+              ex((2, 3, 3), complete=True, domain=(_spread(3),))],
+    kind="opaque", backends=CPU_ONLY)
+_qr_r = _LinalgPrimitive(
+    "qr_r", _qr_r_impl, abstract=_decomposition_abstract("qr", _qr_shapes("r")),
+    vjp=[_qr_r_vjp], jvp=[lambda t, out, a, complete: _qr_tangents(t, a, complete)[1]],
+    examples=[ex((3, 3), complete=False, domain=(_spread(3),)),
+              ex((4, 2), complete=False, domain=(_spread(4, 2),)),
+              ex((2, 3, 3), complete=True, domain=(_spread(3),))],
+    kind="opaque", backends=CPU_ONLY)
+
+QRResult = collections.namedtuple("QRResult", "Q R")
+QRResult.__doc__ = "(Q, R) of ``qr``, as NumPy's result names them."
+
+
+@numpy_dispatch(np.linalg.qr)
+def qr(a, mode="reduced"):
+    """The QR decomposition of each matrix of ``a`` (..., m, n): a ``QRResult`` (Q, R)
+    (``mode='reduced'``: Q of min(m, n) columns; ``'complete'``: Q square) or R alone
+    (``mode='r'``). The gradient is defined for m >= n (reduced; complete when square)
+    and a full-rank matrix; others raise UnsupportedError when differentiated."""
+    if mode not in ("reduced", "complete", "r"):
+        raise UnsupportedError(at_user_line(
+            f"qr: mode={mode!r} is not supported (operand: {_described(a)}); use 'reduced', "
+            "'complete' or 'r'"))
+    complete = mode == "complete"
+    r = _qr_r.bind(a, complete=complete)
+    if mode == "r":
+        return r
+    return QRResult(_qr_q.bind(a, complete=complete), r)
+
+
+# -- pinv, lstsq
+
+def _pinv_vjp(g, out, a, rcond):
+    # the derivative of the pseudo-inverse where the rank does not change (Golub and
+    # Pereyra): -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, transposed
+    pt, gt = _t(out), _t(g)
+    first = _ew.negative(_mm(pt, g, pt))
+    x = _mm(gt, out, pt)
+    second = _ew.subtract(x, _mm(a, out, x))
+    y = _mm(pt, out, gt)
+    third = _ew.subtract(y, _mm(y, out, a))
+    return _ew.add(first, _ew.add(second, third))
+
+
+def _pinv_jvp(t, out, a, rcond):
+    tt = _t(t)
+    first = _ew.negative(_mm(out, t, out))
+    x = _mm(out, _t(out), tt)
+    second = _ew.subtract(x, _mm(x, a, out))
+    y = _mm(tt, _t(out), out)
+    third = _ew.subtract(y, _mm(out, a, y))
+    return _ew.add(first, _ew.add(second, third))
+
+
+_pinv = _LinalgPrimitive(
+    "pinv", lambda a, rcond: _guarded(lambda x: np.linalg.pinv(x, rcond=rcond), a),
+    abstract=_decomposition_abstract("pinv", lambda m, n, rcond: (n, m)),
+    vjp=[_pinv_vjp], jvp=[_pinv_jvp],
+    examples=[ex((3, 3), rcond=1e-15, domain=(_spread(3),)),
+              ex((4, 2), rcond=1e-15, domain=(_spread(4, 2),)),
+              ex((2, 2, 3), rcond=1e-15, domain=(_spread(2, 3),))],
+    kind="opaque", backends=CPU_ONLY)
+
+_NO_VALUE = object()
+
+
+def _float_param(op, name, value):
+    if hasattr(value, "shape") and tuple(value.shape) != ():
+        raise UnsupportedError(at_user_line(
+            f"{op}: {name} must be one number (one cut-off for every matrix), got shape "
+            f"{tuple(value.shape)}"))
+    return float(value)
+
+
+@numpy_dispatch(np.linalg.pinv)
+def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
+    """The pseudo-inverse of each matrix of ``a`` (..., m, n), from its SVD: singular
+    values at most ``rcond`` (default 1e-15; ``rtol=None``: max(m, n) times the dtype's
+    epsilon) times the largest are dropped, as NumPy's. Its gradient is that of the
+    pseudo-inverse of constant rank (exact where no singular value crosses the cut-off;
+    the standard formula, as JAX's). ``hermitian`` is accepted and computes the general
+    SVD."""
+    if rcond is None:
+        if rtol is _NO_VALUE:
+            rcond = 1e-15
+        elif rtol is None:
+            m, n = _rows_cols("pinv", tuple(shape_of(a)))
+            rcond = max(int(m), int(n)) * float(np.finfo(_dtype("pinv", a)).eps)
+        else:
+            rcond = rtol
+    elif rtol is not _NO_VALUE:
+        raise ValueError(at_user_line(
+            f"pinv: `rtol` and `rcond` can't be both set (operand: {_described(a)})"))
+    return _pinv.bind(a, rcond=_float_param("pinv", "rcond", rcond))
+
+
+@numpy_dispatch(np.linalg.lstsq)
+def lstsq(a, b, rcond=None):
+    """The least-squares solution of ``a @ x = b`` (``a`` (m, n), ``b`` (m,) or (m, k)) as
+    NumPy's: (x, residuals, rank, s). ``x`` is ``pinv(a, rcond) @ b`` (singular values at
+    most ``rcond`` times the largest dropped; default max(m, n) times float64's epsilon),
+    the minimum-norm solution, differentiable where the rank does not change (the
+    pseudo-inverse's gradient). ``residuals``: the squared norms of ``b - a @ x`` per
+    column for m > n, where NumPy gives an empty array for a rank-deficient ``a`` this
+    gives NaN (a shape that depends on the values cannot be compiled); ``rank`` (an int64
+    tensor) and ``s`` (the singular values) have no gradient through ``rank``."""
+    sa, sb = tuple(shape_of(a)), tuple(shape_of(b))
+    if len(sa) != 2 or len(sb) not in (1, 2):
+        raise ShapeError(at_user_line(
+            f"lstsq: a must be a matrix and b a vector or a matrix, got shapes {sa} and {sb}"))
+    m, n = sa
+    if sb[0] != m:
+        raise ShapeError(at_user_line(
+            f"lstsq: a of shape {sa} and b of shape {sb} do not match: {m} equations, "
+            f"{sb[0]} rows in b"))
+    same_size("lstsq", m, sb[0], "a's rows and b's differ")
+    if rcond is None:
+        rcond = float(np.finfo(np.float64).eps) * max(int(m), int(n))
+    rcond = _float_param("lstsq", "rcond", rcond)
+    dtype = _dtype("lstsq", a, b)
+    a, b = _ew.cast(a, dtype), _ew.cast(b, dtype)
+    x = _la.matmul(_pinv.bind(a, rcond=rcond), b)
+    s = _svdvals.bind(a)
+    rank = _rd.sum(_ew.greater(s, _ew.multiply(_rd.max(s, axis=-1, keepdims=True), rcond)),
+                   axis=-1)
+    if m > n:
+        r = _ew.subtract(b, _la.matmul(a, x))
+        squares = _rd.sum(_ew.multiply(r, r), axis=0, keepdims=len(sb) == 1)
+        residuals = _ew.where(_ew.equal(rank, n), squares, np.nan)
+    else:
+        residuals = _cr.zeros((0,), dtype)
+    return x, residuals, rank, s
+
+
+# -- compositions: matrix_rank, cond, matrix_power, multi_dot
+
+@numpy_dispatch(np.linalg.matrix_rank)
+def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The number of singular values of each matrix of ``A`` above ``tol`` (default: the
+    largest times ``rtol``, itself max(m, n) times the dtype's epsilon), as NumPy's; an
+    int64 tensor, without gradient. A 1-D ``A``: 1 unless all zero."""
+    if _ndim(A) < 2:
+        return _ew.cast(_rd.reduce_any(_ew.not_equal(A, 0)), np.int64)
+    s = _ew.abs(_eigvalsh.bind(A, UPLO="L")) if hermitian else _svdvals.bind(A)
+    if tol is None:
+        if rtol is None:
+            m, n = shape_of(A)[-2:]
+            rtol = max(int(m), int(n)) * float(np.finfo(_dtype("matrix_rank", A)).eps)
+        else:
+            rtol = _sh.expand_dims(rtol, _ndim(rtol)) if _ndim(rtol) else rtol
+        tol = _ew.multiply(_rd.max(s, axis=-1, keepdims=True), rtol)
+    else:
+        tol = _sh.expand_dims(tol, _ndim(tol)) if _ndim(tol) else tol
+    return _rd.sum(_ew.greater(s, tol), axis=-1)
+
+
+@public(jt=False)               # (jt.cond is the conditional of control flow)
+@numpy_dispatch(np.linalg.cond)
+def linalg_cond(x, p=None):
+    """The condition number of each matrix of ``x`` (..., m, n) in the norm ``p``: for
+    None, 2 and -2 the ratio of its extreme singular values (inf for a singular matrix,
+    as NumPy's); for 'fro', 'nuc', 1, -1, inf and -inf (square matrices)
+    ``norm(x) * norm(inv(x))``, where a singular matrix raises LinAlgError (NumPy
+    gives inf)."""
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = _svdvals.bind(x)
+        big, small = _rd.max(s, axis=-1), _rd.min(s, axis=-1)
+        r = _ew.divide(small, big) if p == -2 else _ew.divide(big, small)
+        # 0/0 (a zero matrix) is inf, unless x itself holds a NaN (NumPy's rule)
+        n = _ndim(x)
+        clean = _ew.logical_not(_rd.reduce_any(_ew.isnan(x), axis=(n - 2, n - 1)))
+        return _ew.where(_ew.logical_and(_ew.isnan(r), clean), np.inf, r)
+    _square("cond", tuple(shape_of(x)))
+    n = _ndim(x)
+    return _ew.multiply(norm(x, p, axis=(n - 2, n - 1)), norm(_inv.bind(x), p, axis=(n - 2, n - 1)))
+
+
+@composite(examples=[ex((3, 3), n=3), ex((2, 2, 2), n=5), ex((2, 3, 3), n=0)],
+           numpy=(np.linalg.matrix_power,))
+def matrix_power(a, n):
+    """``a`` (..., m, m) to the integer power ``n``: products of ``a`` (binary
+    decomposition, NumPy's order), the identity for 0, powers of ``inv(a)`` for negative
+    ``n``."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(at_user_line(
+            f"matrix_power: exponent must be an integer, got {n!r} (operand: {_described(a)})"))
+    _square("matrix_power", tuple(shape_of(a)))
+    n = int(n)
+    if n == 0:                           # the identity: its size is the graph's constant
+        _sh.exact_sizes()
+        shape = tuple(shape_of(a))
+        eye = np.eye(int(shape[-1]), dtype=_dtype_of(a))
+        return _sh.broadcast_to(eye, tuple(int(d) for d in shape))
+    if n < 0:
+        a, n = _inv.bind(a), -n
+    if n <= 3:
+        out = a
+        for _ in range(n - 1):
+            out = _la.matmul(out, a)
+        return out
+    z = result = None
+    while n > 0:
+        z = a if z is None else _la.matmul(z, z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else _la.matmul(result, z)
+    return result
+
+
+def _chain_order(sizes):
+    """The best parenthesisation of a chain of matrix products (NumPy's dynamic program
+    on the sizes as traced: another order at run time costs time, not accuracy)."""
+    n = len(sizes) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + sizes[i] * sizes[k + 1] * sizes[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    k = split[i][j]
+    return _la.matmul(_chain(arrays, split, i, k), _chain(arrays, split, k + 1, j))
+
+
+@composite(examples=[ex((2, 3), (3, 4), (4, 2)), ex((3,), (3, 4), (4, 2), (2,)),
+                     ex((2, 3), (3,))],
+           call=lambda *arrays: multi_dot(list(arrays)))
+def multi_dot(arrays, *, out=None):
+    """The product of ``arrays`` (2-D, the first and last may be 1-D), in the order of
+    fewest multiplications (NumPy's)."""
+    if out is not None:
+        raise UnsupportedError(at_user_line(
+            "multi_dot: out= is not supported (tensors are not written in place); use the "
+            "returned value"))
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise ValueError(at_user_line(
+            f"multi_dot: expecting at least two arrays, got {len(arrays)}"))
+    shapes = [tuple(shape_of(x)) for x in arrays]
+    first_vector, last_vector = len(shapes[0]) == 1, len(shapes[-1]) == 1
+    if first_vector:
+        arrays[0] = _sh.expand_dims(arrays[0], 0)
+    if last_vector:
+        arrays[-1] = _sh.expand_dims(arrays[-1], 1)
+    if any(_ndim(x) != 2 for x in arrays):
+        raise ShapeError(at_user_line(
+            f"multi_dot: the arrays must be 2-D (the first and last may be 1-D), got shapes "
+            f"{', '.join(str(s) for s in shapes)}"))
+    sizes = [int(shape_of(arrays[0])[0])] + [int(shape_of(x)[1]) for x in arrays]
+    out = _chain(arrays, _chain_order(sizes), 0, len(arrays) - 1)
+    if first_vector and last_vector:
+        return _sh.reshape(out, ())
+    if first_vector:
+        return _sh.squeeze(out, 0)
+    if last_vector:
+        return _sh.squeeze(out, 1)
+    return out
+
+
+numpy_dispatch(np.linalg.multi_dot)(multi_dot)
 
 
 # -- CPU lowerings: a helper of codegen/lapack.py per matrix ----------------------------------
@@ -568,6 +1271,36 @@ def _lower_triangle(ctx, node):
     return lines
 
 
+def _lower_decomposition(helper, pick, count, what, tail=2, extra=None):
+    """The lowering of a decomposition's result: ``helper`` called per matrix returns
+    ``count`` items, the op's result at ``pick`` and a status last (non-zero: LAPACK did
+    not converge, ``what`` the op's name in the message); ``tail``: the axes of one
+    matrix's result; ``extra(params)``: the source of the helper's other arguments. The
+    upper triangle eigh reads (UPLO='U') is the lower one of the transpose."""
+    def lower(ctx, node):
+        (a,) = node.inputs
+        out = node.out
+        lines = []
+        an = _operand(ctx, a, out.dtype, lines)
+        batch = out.ndim - tail
+        ctx.link(helper, out.dtype.name)
+        o = ctx.name(out)
+        view = _view(a, an, batch, 2) + (".T" if node.params.get("UPLO") == "U" else "")
+        args = ", ".join([view] + ([extra(node.params)] if extra else []))
+        r = ctx.tmp("r")
+        pad = "    " * batch
+        if batch:
+            lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+            lines += _loops(ctx, out, batch)
+        message = ctx.message(f"{what}: the decomposition did not converge{_where(node)}")
+        lines += [f"{pad}{r} = {helper}({args})",
+                  f"{pad}if {r}[{count - 1}] != 0:",
+                  f"{pad}    raise LinAlgError({message})",
+                  f"{pad}{o}[{_at(batch)}] = {r}[{pick}]" if batch else f"{o} = {r}[{pick}]"]
+        return lines
+    return lower
+
+
 _solve.lowerings["cpu"] = _lower_solve_cpu
 _inv.lowerings["cpu"] = _lower_matrix("lapack_inv", "singular matrix")
 _det.lowerings["cpu"] = _lower_matrix("lapack_det", scalar=True)
@@ -575,3 +1308,16 @@ _slogdet_sign.lowerings["cpu"] = _lower_matrix("lapack_slogdet", pick=0, scalar=
 _logabsdet.lowerings["cpu"] = _lower_matrix("lapack_slogdet", pick=1, scalar=True)
 _cholesky.lowerings["cpu"] = _lower_matrix("lapack_cholesky", "matrix is not positive definite")
 _triangle.lowerings["cpu"] = _lower_triangle
+_eigvalsh.lowerings["cpu"] = _lower_decomposition("lapack_eigvalsh", 0, 2, "eigvalsh", tail=1)
+_eigh_vectors.lowerings["cpu"] = _lower_decomposition("lapack_eigh", 1, 3, "eigh")
+_svdvals.lowerings["cpu"] = _lower_decomposition("lapack_svdvals", 0, 2, "svd", tail=1)
+_svd_u.lowerings["cpu"] = _lower_decomposition(
+    "lapack_svd", 0, 4, "svd", extra=lambda p: repr(bool(p["full_matrices"])))
+_svd_vh.lowerings["cpu"] = _lower_decomposition(
+    "lapack_svd", 2, 4, "svd", extra=lambda p: repr(bool(p["full_matrices"])))
+_qr_q.lowerings["cpu"] = _lower_decomposition(
+    "lapack_qr", 0, 3, "qr", extra=lambda p: repr(bool(p["complete"])))
+_qr_r.lowerings["cpu"] = _lower_decomposition(
+    "lapack_qr", 1, 3, "qr", extra=lambda p: repr(bool(p["complete"])))
+_pinv.lowerings["cpu"] = _lower_decomposition(
+    "lapack_pinv", 0, 2, "pinv", extra=lambda p: repr(float(p["rcond"])))

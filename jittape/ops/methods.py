@@ -15,6 +15,7 @@ from .linalg import dot, matmul
 from .reduce import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
 from .indexing import diagonal, getitem, repeat, trace
 from .shape import ravel, reshape, squeeze, swapaxes, transpose
+from .sorting import argsort
 
 
 class TensorMethods:
@@ -175,6 +176,10 @@ class TensorMethods:
 
     def argmin(self, axis=None, out=None, keepdims=False):
         return argmin(self, axis, out, keepdims)
+
+    # (no ``sort``: NumPy's sorts in place, and tensors are never written to; np.sort(t))
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        return argsort(self, axis, kind, order, stable=stable)
 
     @property
     def real(self):

@@ -32,7 +32,7 @@ FAMILIES = {                 # module -> its heading in the docs (modules by the
                           ("linalg", "linear algebra"), ("shape", "shape"),
                           ("indexing", "indexing and joining"),
                           ("lapack", "linear algebra (np.linalg)"),
-                          ("special", "scipy.special"),
+                          ("special", "scipy.special"), ("sorting", "sorting"),
                           ("nn", "nn"), ("creation", "creation"))}    # a function `shape`
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS_BEGIN = "<!-- op list: written by python -m jittape.ops.names -->"

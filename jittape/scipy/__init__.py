@@ -21,7 +21,7 @@ from .. import tree
 from ..compiler import value_and_grad
 from ..errors import at_user_line
 from ..transforms import hvp
-from . import special  # noqa: F401  (jt.scipy.special)
+from . import special, stats  # noqa: F401  (jt.scipy.special, jt.scipy.stats)
 
 # SciPy's methods that use a Hessian-vector product (the others warn when given one)
 _USES_HESSP = frozenset(["newton-cg", "trust-ncg", "trust-krylov", "trust-constr"])
