@@ -151,14 +151,15 @@ def _lower_scan(ctx, node):
             lines += ctx.stack(f"{region}_{nc + j}", ctx.shape((n,) + tuple(y.shape)), y.dtype)
     t = ctx.tmp("step")
     steps = f"range({n - 1}, -1, -1)" if p["reverse"] else f"range({n})"
-    before, block, after = ctx.pooled_block(node, "body", nc)
-    lines += before
-    lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
+    # (in the order the backend is asked: a row's lines say what the body reads)
     inner = [ctx.row(x, ctx.name(v), t) for x, v in zip(elements, node.inputs[nc:nc + nx])]
     stacked = [(j, y) for j, y in enumerate(ys) if isinstance(y, Var) and nc + j in used]
+    before, block, after = ctx.pooled_block(node, "body", nc)
     inner += block
     inner += [ctx.put(f"{region}_{nc + j}", t, y) for j, y in stacked]
     inner += ctx.step(carries, new) + after
+    lines += before
+    lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
     lines += ["    " + line for line in inner]
     for j, (c, v) in enumerate(zip(carries, new)):
         if j in used:
@@ -572,9 +573,6 @@ def _lower_while(ctx, node):
         for st, c in zip(stacks, carries):
             lines += ctx.stack(st, _rows(ctx, size, c.shape), c.dtype, fixed=False)
     test_before, inner, test_after = ctx.pooled_block(node, "cond", 0)
-    body_before, block, body_after = ctx.pooled_block(node, "body", nc)
-    lines += test_before + body_before
-    lines.append("while True:   # the loop of jt.while_loop")
     inner += test_after
     read, test = ctx.on_host(cond.outputs[0])
     inner += read + [f"if not {test}:", "    break"]
@@ -583,8 +581,11 @@ def _lower_while(ctx, node):
         inner += ["    " + ctx.grow(st, size) for st in stacks]
         inner += [ctx.put(st, count, c) for st, c in zip(stacks, carries)]
         inner.append(f"{count} += 1")
+    body_before, block, body_after = ctx.pooled_block(node, "body", nc)
     inner += block
     inner += ctx.step(carries, body.outputs) + body_after
+    lines += test_before + body_before
+    lines.append("while True:   # the loop of jt.while_loop")
     lines += ["    " + line for line in inner]
     if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
         return lines + [line for j, c in enumerate(carries)
@@ -593,12 +594,12 @@ def _lower_while(ctx, node):
     own = back.inputs[:nb]
     lines += ctx.enter(own, node.inputs[nc:nc + nb])
     t = ctx.tmp("step")
-    before, block, after = ctx.pooled_block(node, "back", nb)
-    lines += before
-    lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
     inner = [ctx.row(c, st, t) for st, c in zip(stacks, back.inputs[nb:nb + nc])]
+    before, block, after = ctx.pooled_block(node, "back", nb)
     inner += block
     inner += ctx.step(own, back.outputs) + after
+    lines += before
+    lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
     lines += ["    " + line for line in inner]
     # (copied, as above: no step leaves the initial)
     return lines + [line for j, g in enumerate(own) for line in ctx.result(f"{region}_{j}", g, False)]
