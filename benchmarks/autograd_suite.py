@@ -839,13 +839,22 @@ import scipy.integrate as _m
 globals().update({k: getattr(_m, k) for k in dir(_m) if not k.startswith("__")})
 ''',
     # autograd.scipy.stats.<distribution> are modules; SciPy's are objects with the
-    # same functions, registered under the module names
+    # same functions: a namespace of each, jittape.scipy.stats's functions taking tensors
     "autograd/scipy/stats/__init__.py": '''
 import sys as _sys
+from types import SimpleNamespace as _Namespace
 import scipy.stats as _m
+import jittape.scipy.stats as _ours
+from ..._adapter import dispatching as _dispatching
 globals().update({k: getattr(_m, k) for k in dir(_m) if not k.startswith("__")})
 for _name in ("beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"):
-    _sys.modules[__name__ + "." + _name] = getattr(_m, _name)
+    _theirs, _mine = getattr(_m, _name), getattr(_ours, _name, None)
+    _module = _Namespace(**{k: getattr(_theirs, k) for k in dir(_theirs) if not k.startswith("_")})
+    for _k in dir(_mine) if _mine is not None else ():
+        if not _k.startswith("_") and hasattr(_theirs, _k) and callable(getattr(_mine, _k)):
+            setattr(_module, _k, _dispatching(getattr(_theirs, _k), getattr(_mine, _k)))
+    _sys.modules[__name__ + "." + _name] = _module
+    globals()[_name] = _module
 ''',
     # the plugin of the pytest run: a time limit per test and the gradients jittape
     # reported lost, recorded as junit properties
