@@ -54,9 +54,10 @@ from jittape.codegen.special import (  # noqa: F401
     digamma_f32, digamma_f64, polygamma_f32, polygamma_f64, scipy_special,
 )
 from jittape.codegen.mathlib import (  # noqa: F401
-    exp_f32, exp_f64, expm1_f32, expm1_f64, log_f32, log_f64, log1p_f32, log1p_f64,
-    relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, softplus_f32, softplus_f64, tanh_f32,
-    tanh_f64,
+    cosh_f32, cosh_f64, erf_f32, erf_f64, exp_f32, exp_f64, exp2_f32, exp2_f64, expm1_f32,
+    expm1_f64, log_f32, log_f64, log10_f32, log10_f64, log1p_f32, log1p_f64, log2_f32,
+    log2_f64, relu_f32, relu_f64, sigmoid_f32, sigmoid_f64, sinh_f32, sinh_f64,
+    softplus_f32, softplus_f64, tanh_f32, tanh_f64,
 )
 
 '''
