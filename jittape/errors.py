@@ -105,7 +105,12 @@ def user_frame():
 
 def at_user_line(message):
     """Append ' (at file:line)' naming the user's line, when one can be found."""
-    where = user_frame()
+    return at_line(message, user_frame())
+
+
+def at_line(message, where):
+    """Append ' (at file:line)' naming ``where`` ('file:line', found earlier: on a Dask
+    client for a worker's task), when it is known."""
     if not where or message.endswith(f"(at {where})"):   # (said once, when re-raised)
         return message
     return f"{message} (at {where})"

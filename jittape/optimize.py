@@ -238,7 +238,9 @@ def _python_step(opt, value_and_grad, args):
     """A chunk run by Python with the user's gradient, the same signature as the native
     chunk's."""
     def evaluate(p):
-        v, g = value_and_grad(p, *args)
+        # L-BFGS hands its point as jittape tensors (unraveled from its flat vector); the
+        # user's gradient is not a jittape kernel and takes NumPy values
+        v, g = value_and_grad(_as_numpy(p), *args)
         _check_loss(value_and_grad, v)
         return np.asarray(v, np.float64)[()], tree.map(np.asarray, g)
 

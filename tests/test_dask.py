@@ -213,6 +213,141 @@ def test_a_loss_that_reads_sizes(data):
             assert len(next(iter(vg._plans.values()))[0].records) == kernels
 
 
+def test_sizes_whose_graphs_agree_share_a_kernel_and_each_other_has_its_own(data):
+    X, y = data
+    w = np.linspace(-1, 1, D)
+
+    def stepped(w, X):              # sizes 5 and 4 trace one graph, 2 another
+        return jnp.sum(jnp.tanh(X @ w) ** 2) * (1.0 if X.shape[0] > 3 else 2.0)
+
+    def branches_at_one_size(w, X):
+        if X.shape[0] == 2 and jnp.sum(w) > 0:
+            return jnp.sum(X @ w)
+        return jnp.sum(X @ w)
+
+    with dask.config.set(scheduler="sync"):
+        Xd = da.from_array(X[:11], chunks=((5, 4, 2), (D,)))
+        vg = jt.dask.value_and_grad(stepped)
+        v, g = vg(w, Xd)
+        rv, rg = 0.0, 0.0
+        for a, b in ((0, 5), (5, 9), (9, 11)):
+            t, scale = np.tanh(X[a:b] @ w), 1.0 if b - a > 3 else 2.0
+            rv, rg = rv + scale * np.sum(t ** 2), rg + scale * X[a:b].T @ (2 * t * (1 - t ** 2))
+        np.testing.assert_allclose(v, rv, rtol=1e-13)
+        np.testing.assert_allclose(g, rg, rtol=1e-12)
+        plan = next(iter(vg._plans.values()))[0]
+        assert len(plan.records) == 2 and plan.by_size[5] == plan.by_size[4] != plan.by_size[2]
+        with pytest.raises(jt.UnsupportedError, match="branches in Python"):
+            jt.dask.value_and_grad(branches_at_one_size)(w, Xd)
+        # a NumPy argument of a chunk's length: the one-row chunk says what is wrong
+        Xd, yd = _dask_data(X[:9], y[:9], chunks=(4, 4, 1))
+        with pytest.raises(jt.ShapeError, match=r"(?s)on chunk 2 \(1 row, run as 2 equal rows\) "
+                           r"of the data.*make it a dask array chunked like the data.*test_dask"):
+            jt.dask.value_and_grad(mean_logloss)(w, Xd, y[:4])
+
+
+def test_a_persisted_array_is_read_as_persisted_and_plans_keep_no_data(data):
+    import gc
+    import weakref
+    X, y = data
+    calls = []
+
+    def counted(block):
+        calls.append(len(block))
+        return block.copy()        # (a chunk of its own, not the source's)
+
+    w = np.linspace(-0.3, 0.3, D)
+    with dask.config.set(scheduler="threads"):
+        Xs = da.from_array(X, chunks=(250, D)).map_blocks(counted, dtype=X.dtype)
+        ys = da.from_array(y, chunks=250)
+        vg = jt.dask.value_and_grad(mean_logloss, reduce="mean")
+        before = vg(w, Xs, ys)
+        Xp = Xs.persist()
+        n = len(calls)
+        assert sum(1 for c in calls if c) == 2 * len(Xs.chunks[0])    # a step, persist
+        for _ in range(2):
+            after = vg(w, Xp, ys)          # (same name as Xs: the persisted chunks)
+        assert len(calls) == n
+        assert after[0] == before[0] and np.array_equal(after[1], before[1])
+        chunk = weakref.ref(next(v for v in Xp.__dask_graph__().values()
+                                 if isinstance(v, np.ndarray)))
+        del Xp
+        gc.collect()
+        assert chunk() is None             # the user let go of it: so did the gradient
+        for k in range(jt.dask.PLANS + 3):       # (a loop over chunkings)
+            vg(w, Xs[:20 + k].rechunk(10), ys[:20 + k].rechunk(10))
+        assert len(vg._plans) == jt.dask.PLANS
+
+
+def test_tensors_are_taken_as_numpy_and_jt_minimize_takes_a_pytree(data):
+    X, y = data
+    Xd, yd = _dask_data(X[:200], y[:200], chunks=(120, 80))
+
+    def reg(w):
+        return 0.5 * LAM * (jnp.sum(w["coef"] ** 2) + w["bias"] ** 2)
+
+    def full(w, X, y):
+        return logloss(w, X, y) + reg(w)
+
+    p0 = {"coef": np.zeros(D), "bias": np.float64(0.0)}
+    with dask.config.set(scheduler="sync"):
+        vg = jt.dask.value_and_grad(logloss, regularizer=reg)
+        v, g = vg(p0, Xd, yd)
+        vt, gt = vg({"coef": jt.constant(p0["coef"]), "bias": jt.constant(0.0)}, Xd, yd)
+        assert v == vt and np.array_equal(g["coef"], gt["coef"]) and g["bias"] == gt["bias"]
+        # L-BFGS hands the point as tensors; Adam as NumPy values
+        got = jt.minimize(full, p0, value_and_grad=vg, args=(Xd, yd), tol=1e-8)
+        adam = jt.minimize(full, p0, "adam", learning_rate=0.1, steps=2, value_and_grad=vg,
+                           args=(Xd, yd))
+        with pytest.raises(jt.UnsupportedError, match=r"argument 0 \(w\) holds a traced tensor"):
+            jt.function(lambda c: vg({"coef": c, "bias": 0.0}, Xd, yd)[0])(p0["coef"])
+    want = jt.minimize(full, p0, value_and_grad=jt.value_and_grad(full),
+                       args=(X[:200], y[:200]), tol=1e-8)
+    assert got.success and want.success and adam.nit == 2
+    np.testing.assert_allclose(got.x["coef"], want.x["coef"], atol=1e-7)
+
+
+def test_data_that_is_not_a_top_level_dask_argument_is_refused(data):
+    X, y = data
+    Xd, yd = _dask_data(X, y)
+    w = np.zeros(D)
+
+    def in_a_dict(w, X, d):
+        return mean_logloss(w, X, d["y"])
+
+    def captured(w, X):
+        return mean_logloss(w, X, yd)
+
+    with dask.config.set(scheduler="sync"):
+        with pytest.raises(TypeError, match=r"argument 2 \(d\) holds a dask array of shape "
+                           r"\(1001,\) at \['y'\]; data must be top-level.*test_dask"):
+            jt.dask.value_and_grad(in_a_dict)(w, Xd, {"y": yd})
+        with pytest.raises(TypeError, match=r"reads the dask array yd \(closure\) of shape "
+                           r"\(1001,\).*top-level arguments.*test_dask"):
+            jt.dask.value_and_grad(captured)(w, Xd)
+        with pytest.raises(jt.ShapeError, match=r"argument 2 \(y\) is a NumPy array of shape "
+                           r"\(1001,\), as many rows as the data.*should be a dask array"):
+            jt.dask.value_and_grad(mean_logloss)(w, Xd, y)
+        with pytest.raises(TypeError, match=r"jt.dask.value_and_grad\(<lambda>\): the loss must "
+                           r"return a scalar.*shape \(300,\).*data \(argument 1 \(X\) of shape "
+                           r"\(1001, 5\)\)"):
+            jt.dask.value_and_grad(lambda w, X: X @ w)(w, Xd)
+
+
+def test_a_kernel_error_of_another_constructor_keeps_its_type_or_its_text():
+    from jittape.dask import worker
+
+    class TwoArguments(Exception):
+        def __init__(self, code, text):
+            super().__init__(code, text)
+
+    err = worker._located(ValueError("bad"), "f(loss): chunk 3: bad", "user.py:7")
+    assert type(err) is ValueError and str(err) == "f(loss): chunk 3: bad (at user.py:7)"
+    original = TwoArguments(5, "bad")
+    err = worker._located(original, "f(loss): chunk 3: bad", "user.py:7")
+    assert err is original and err.__notes__ == ["f(loss): chunk 3: bad (at user.py:7)"]
+
+
 def test_import_is_lazy_and_says_what_to_install():
     code = ("import sys, jittape\n"
             "assert 'dask' not in sys.modules\n"

@@ -51,6 +51,40 @@ def test_python_driven_mode_runs_the_same_algorithm():
     np.testing.assert_allclose(driven.x, native.x, rtol=1e-9, atol=1e-12)
 
 
+def test_python_driven_mode_with_a_pytree_of_parameters():
+    # L-BFGS unravels its flat vector into tensors: the user's gradient gets NumPy leaves
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 3))
+    y = (rng.random(60) < 0.5).astype(np.float64)
+
+    def nll(p, X, y):
+        z = X @ p["w"] + p["b"]
+        return jnp.sum(jnp.logaddexp(0.0, z) - y * z) + 0.1 * jnp.sum(p["w"] ** 2)
+
+    seen = []
+
+    def vg(p, X, y):
+        seen.extend(type(leaf) for leaf in jt.tree.leaves(p))
+        return jt.value_and_grad(nll)(p, X, y)
+
+    p0 = {"w": np.zeros(3), "b": np.zeros(())}
+    lbfgs = jt.minimize(nll, p0, args=(X, y), tol=1e-8, value_and_grad=vg)
+    adam = jt.minimize(nll, p0, method="adam", learning_rate=0.1, steps=2000, args=(X, y),
+                       tol=1e-6, value_and_grad=jt.value_and_grad(nll))
+    assert lbfgs.success and adam.success
+    assert seen and all(issubclass(t, (np.ndarray, np.generic)) for t in seen), set(seen)
+    x0, unravel = jt.tree.ravel(p0)
+
+    def flat(x):
+        v, g = jt.value_and_grad(nll)(unravel(x), X, y)
+        return float(v), jt.tree.ravel(g)[0]
+    want = unravel(so.minimize(flat, x0, jac=True, method="BFGS", options={"gtol": 1e-10}).x)
+    for got, tol in ((lbfgs, 1e-7), (adam, 1e-5)):
+        assert set(got.x) == {"w", "b"}
+        np.testing.assert_allclose(got.x["w"], want["w"], atol=tol)
+        np.testing.assert_allclose(got.x["b"], want["b"], atol=tol)
+
+
 def test_adam_steps_match_a_loop_of_updates():
     x0 = np.linspace(-1.2, 1.0, 6)
     got = jt.minimize(rosen, x0, method="adam", steps=300, tol=0.0, learning_rate=1e-2)

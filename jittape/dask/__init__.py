@@ -38,8 +38,9 @@ How a step runs (docs/dask.md says more):
   result whenever the loss is a sum (or a mean) over rows, which is what chunking asks
   of it anyway. A loss that reads a size while tracing (``X.shape[0]``) is traced at
   every chunk size the data has; where those graphs are one graph (the size went
-  nowhere the kernel sees), that one kernel serves them all; else each size gets its
-  own kernel, compiled only by the workers that hold such a chunk.
+  nowhere the kernel sees), that one kernel serves them all; else the sizes whose
+  graphs agree share one kernel, and a size whose graph is its own gets a kernel keyed
+  on that size, compiled only by the workers that hold such a chunk.
 * Workers run serial kernels (no prange, ``parallel=False``): the chunks are the
   parallelism; serial kernels start no Numba thread pool in the task, which the
   threaded scheduler would enter from several threads at once (Numba's ``workqueue``
@@ -47,10 +48,13 @@ How a step runs (docs/dask.md says more):
   OpenMP). Sums are in a fixed order either way.
 """
 
+import collections
+import dis
 import hashlib
 import inspect
 import json
 import threading
+import types
 import uuid
 from typing import Any, Callable, Optional
 
@@ -61,12 +65,14 @@ from ..compiler.cache import _inputs
 from ..compiler.capture import _capture_checks, _checks_hold, _implicit_inputs
 from ..compiler.compiled import Compiled
 from ..errors import ShapeError, UnsupportedError, at_user_line, user_frame
-from ..trace import RandomDraw
+from ..tensor import Tensor
+from ..trace import RandomDraw, Tracer
 from . import worker
 
 INSTALL = "pip install 'jittape[dask]'"
 _REDUCE = ("sum", "mean")
 INLINE_BYTES = 64 * 1024      # parameters up to this size are sent with each chunk's task
+PLANS = 8                     # chunkings (and argument kinds) whose plans a gradient keeps
 
 
 def _require_dask():
@@ -116,6 +122,19 @@ class _Tracing(Compiled):
     kernels): a class of its own, so it is not shared with the user's ``jt.grad``
     wrappers of the same function (the probes would make theirs keyed on sizes)."""
 
+    context = None          # (what, rows of the chunk traced, the data), while tracing
+
+    def _differentiate(self, trace, result, diff_inputs, key):
+        shape = tuple(int(d) for d in getattr(result, "shape", ()))
+        if shape and self.context is not None:
+            # the traced value's shape is a chunk's; the user thinks of the whole data
+            what, rows, data = self.context
+            raise TypeError(at_user_line(
+                f"{what}: the loss must return a scalar (a sum or a mean over the rows, "
+                f"which the chunks' values add up to), got a value of shape {shape} when "
+                f"traced on a chunk of {rows} rows of the data ({data})"))
+        return super()._differentiate(trace, result, diff_inputs, key)
+
 
 class DaskGradient:
     """What ``jt.dask.value_and_grad`` and ``jt.dask.grad`` return (see there)."""
@@ -142,7 +161,7 @@ class DaskGradient:
             from ..compiler import value_and_grad as _vg
             self._reg = _vg(regularizer, argnums=0 if self.single else
                             tuple(range(len(self.argnums))))
-        self._plans = {}
+        self._plans = collections.OrderedDict()     # the last PLANS keys, newest last
         self._lock = threading.Lock()
         self._registered = set()          # (client id, digest) the workers were given
         try:
@@ -167,6 +186,7 @@ class DaskGradient:
         where = user_frame()
         data = [i for i, a in enumerate(args) if isinstance(a, da.Array)]
         diff = self._tracer._diff(len(args))
+        args = self._numpy_arguments(args, data, da.Array)
         plan, inputs = self._plan(args, data, diff)
         step = (inputs, plan.implicit_values(), where)
         scheduler = dask.base.get_scheduler() or dask.threaded.get
@@ -238,6 +258,55 @@ class DaskGradient:
         fun.__name__ = f"value_and_grad_{self.name}"
         return {"fun": fun, "jac": True}
 
+    def _numpy_arguments(self, args, data, dask_array):
+        """``args`` with jittape tensors among the leaves of the other arguments as
+        NumPy values (``jt.minimize``'s L-BFGS hands its point as tensors); an error for
+        a dask array that is not an argument of its own, which tracing would download
+        whole to the client."""
+        out = list(args)
+        for i, a in enumerate(args):
+            if i in data:
+                continue
+            leaves, treedef = tree.flatten(a)
+            if not any(isinstance(x, (Tensor, dask_array)) for x in leaves):
+                continue
+            new = []
+            for k, x in enumerate(leaves):
+                at = "" if x is a else f" at {_leaf_path(a, k)}"
+                if isinstance(x, dask_array):
+                    raise TypeError(at_user_line(
+                        f"{self._what}: {self._label(i)} holds a dask array of shape "
+                        f"{x.shape}{at}; data must be top-level arguments of the loss, each "
+                        "a dask array chunked by rows (pass it as an argument of its own)"))
+                if isinstance(x, Tracer):
+                    raise UnsupportedError(at_user_line(
+                        f"{self._what}: {self._label(i)} holds a traced tensor of shape "
+                        f"{x.shape}{at} (a value of a compiled function); jt.dask's gradient "
+                        "runs outside compiled functions, on NumPy values"))
+                # (a jt.Variable stays: the check of the arguments' kinds names it)
+                new.append(x.numpy() if x.__class__ is Tensor else x)
+            out[i] = tree.unflatten(treedef, new)
+        return tuple(out)
+
+    def _check_row_aligned(self, args, data, diff, rows):
+        """An error for a NumPy argument with as many rows as the data: it is not
+        chunked, so every chunk would be paired with all of it."""
+        total = sum(rows)
+        for i, a in enumerate(args):
+            if i in data or i in diff:
+                continue
+            for k, x in enumerate(tree.leaves(a)):
+                if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == total:
+                    first = data[0]
+                    name = self._labels[first] if first < len(self._labels) else "X"
+                    raise ShapeError(at_user_line(
+                        f"{self._what}: {self._label(i)} is a NumPy array of shape "
+                        f"{x.shape}{'' if x is a else ' at ' + _leaf_path(a, k)}, as many "
+                        f"rows as the data ({self._label(first)} of shape "
+                        f"{args[first].shape}); it should be a dask array chunked like the "
+                        f"data (da.from_array(a).rechunk({{0: {name}.chunks[0]}})): as it "
+                        "is, every chunk would be paired with all of it"))
+
     # -- the plan: traced graphs, what is shipped, how chunks map to kernels ------------
     def _plan(self, args, data, diff):
         if not data:
@@ -251,6 +320,7 @@ class DaskGradient:
                     f"(argnums={self.argnums if not self.single else self.argnums[0]}); "
                     "the parameters must be NumPy values, the data dask arrays"))
         rows = self._check_chunks(args, data)
+        self._check_row_aligned(args, data, diff, rows)
         probe = list(args)
         for i in data:
             probe[i] = _zeros(args[i], 2)
@@ -264,6 +334,9 @@ class DaskGradient:
         plan_key = (key, shapes, tuple(data), rows, chunking)
         with self._lock:
             plans = self._plans.setdefault(plan_key, [])
+            self._plans.move_to_end(plan_key)
+            while len(self._plans) > PLANS:    # (a loop over many chunkings)
+                self._plans.popitem(last=False)
             plan = next((p for p in plans if not p.checks or _checks_hold(p.checks)), None)
             if plan is None:
                 plan = self._new_plan(args, data, rows, key)
@@ -304,29 +377,34 @@ class DaskGradient:
         return rows
 
     def _new_plan(self, args, data, rows, key):
+        captured = _captured_dask(self.loss)
+        if captured is not None:
+            name, value = captured
+            raise TypeError(at_user_line(
+                f"{self._what}: the loss reads the dask array {name} of shape {value.shape} "
+                "from outside its arguments; tracing would compute it whole on the client. "
+                "Data must be top-level arguments of the loss, each a dask array chunked by "
+                "rows like the others (pass it as an argument)"))
         sizes = sorted({_effective(r) for r in rows if r})
         first = _effective(next(r for r in rows if r))
         traced = {first: self._trace(args, data, first)}
         graph, trace = traced[first]
-        if graph.guards:
-            raise UnsupportedError(at_user_line(
-                f"{self._what}: the loss branches in Python on a traced value (if/while on "
-                "an array): each chunk may take another branch; compute the choice with "
-                "jt.where, or loop with jt.while_loop"))
-        if any(isinstance(src, RandomDraw) for src in trace.implicit):
-            raise UnsupportedError(at_user_line(
-                f"{self._what}: the loss draws jt.random numbers; pass the draws as data "
-                "(a dask array chunked with the rows) or as an argument"))
-        graphs = {}
-        if graph.exact_sizes:        # it read a size: one graph for every size, or one each
+        self._check_trace(graph, trace)
+        if graph.exact_sizes:        # it read a size: trace each size, group equal graphs
             for s in sizes:
                 if s not in traced:
                     traced[s] = self._trace(args, data, s)
-            texts = {s: _without_sizes(serialize.dumps(g)) for s, (g, _) in traced.items()}
-            if len(set(texts.values())) == 1:
-                graphs = {s: (graph, False) for s in sizes}
-            else:
-                graphs = {s: (traced[s][0], True) for s in sizes}
+                    self._check_trace(*traced[s])
+            # sizes whose graphs agree but for the traced sizes share one kernel (it reads
+            # them at run time); a size whose graph is its own gets one for that size alone
+            groups = {}
+            for s in sizes:
+                groups.setdefault(_without_sizes(serialize.dumps(traced[s][0])), []).append(s)
+            graphs = {}
+            for group in groups.values():
+                exact = len(group) == 1 and len(groups) > 1
+                for s in group:
+                    graphs[s] = (traced[group[0]][0], exact)
         else:
             graphs = {s: (graph, False) for s in sizes}
         slots = _data_slots(args, key, data)
@@ -345,12 +423,30 @@ class DaskGradient:
         return _Plan(records, by_size, slots, trace, _capture_checks(trace), dtypes[0],
                      dtypes[1:], self._tracer._grad_structure(key))
 
+    def _check_trace(self, graph, trace):
+        """Errors for what a chunk's trace may not hold (each size's trace: a loss that
+        reads the size may branch at one size only)."""
+        if graph.guards:
+            raise UnsupportedError(at_user_line(
+                f"{self._what}: the loss branches in Python on a traced value (if/while on "
+                "an array): each chunk may take another branch; compute the choice with "
+                "jt.where, or loop with jt.while_loop"))
+        if any(isinstance(src, RandomDraw) for src in trace.implicit):
+            raise UnsupportedError(at_user_line(
+                f"{self._what}: the loss draws jt.random numbers; pass the draws as data "
+                "(a dask array chunked with the rows) or as an argument"))
+
     def _trace(self, args, data, size):
         probe = list(args)
         for i in data:
             probe[i] = _zeros(args[i], size)
         key, leaves = self._tracer._key(tuple(probe))
-        graph, _, trace = self._tracer._trace(tuple(probe), leaves, key)
+        shapes = ", ".join(f"{self._label(i)} of shape {args[i].shape}" for i in data)
+        self._tracer.context = (self._what, size, shapes)
+        try:
+            graph, _, trace = self._tracer._trace(tuple(probe), leaves, key)
+        finally:
+            self._tracer.context = None
         return graph, trace
 
     # -- one step's task graph -------------------------------------------------------------
@@ -364,7 +460,9 @@ class DaskGradient:
         size = sum(getattr(x, "nbytes", 8) for x in step[0] + step[1])
         step_d = step if size <= INLINE_BYTES else delayed(
             step, name=f"jittape-step-{token}", traverse=False, pure=False)
-        chunks = plan.chunk_tasks(arrays)
+        # each step asks the arrays for their chunks: persist() keeps an array's name but
+        # gives it another graph (the computed chunks), which a cache by name would miss
+        chunks = [list(a.to_delayed(optimize_graph=False).ravel()) for a in arrays]
         rows = arrays[0].chunks[0]
         parts = []
         for index, r in enumerate(rows):
@@ -382,13 +480,15 @@ class DaskGradient:
     def _register(self, client, plan):
         """Give the plan's graphs to the cluster's workers, once per client: as a worker
         plugin, which the scheduler also gives to workers that join (or restart) later."""
-        new = [d for d in plan.records if (client.id, d) not in self._registered]
-        if not new:
-            return
-        from .plugin import Graphs
-        client.register_plugin(Graphs([plan.records[d] for d in new]),
-                               name="jittape-" + hashlib.sha256("".join(new).encode()).hexdigest()[:16])
-        self._registered.update((client.id, d) for d in new)
+        with self._lock:     # (steps from several threads: registered once)
+            new = [d for d in plan.records if (client.id, d) not in self._registered]
+            if not new:
+                return
+            from .plugin import Graphs
+            client.register_plugin(
+                Graphs([plan.records[d] for d in new]),
+                name="jittape-" + hashlib.sha256("".join(new).encode()).hexdigest()[:16])
+            self._registered.update((client.id, d) for d in new)
 
 
 class _Plan:
@@ -404,23 +504,9 @@ class _Plan:
         self.value_dtype = np.dtype(value_dtype)
         self.grad_dtypes = [np.dtype(d) for d in grad_dtypes]
         self.grad_defs = grad_defs
-        self._chunks = {}
 
     def implicit_values(self):
         return _implicit_inputs(self.implicit) if self.implicit else []
-
-    def chunk_tasks(self, arrays):
-        """Per data array, its chunks as delayed values (kept per array name)."""
-        out = []
-        for a in arrays:
-            found = self._chunks.get(a.name)
-            if found is None:
-                found = list(a.to_delayed(optimize_graph=False).ravel())
-                if len(self._chunks) > 16:
-                    self._chunks.clear()
-                self._chunks[a.name] = found
-            out.append(found)
-        return out
 
 
 def _tree_sum(parts):
@@ -466,6 +552,75 @@ def _data_slots(args, key, data):
     return slots
 
 
+def _leaf_path(arg, k):
+    """Where leaf ``k`` of an argument is, as indexing writes it (``["y"]``, ``[1]``),
+    through dicts, lists and tuples (in the order of ``tree.flatten``)."""
+    path = []
+
+    def walk(x, k):                     # (found, leaves of x)
+        if isinstance(x, dict):
+            items = [(key, x[key]) for key in sorted(x, key=tree._sort_key)]
+        elif isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            items = list(enumerate(x))
+        else:
+            n = len(tree.leaves(x))
+            return k < n, n
+        count = 0
+        for key, v in items:
+            path.append(key)
+            found, n = walk(v, k - count)
+            if found:
+                return True, None
+            path.pop()
+            count += n
+        return False, count
+    walk(arg, k)
+    return "".join(f"[{p!r}]" for p in path) or "the argument itself"
+
+
+def _captured_dask(fn, depth=3, seen=None):
+    """(name, array) of a dask array that ``fn`` reads from its closure or the globals
+    its code names, or that a Python function it reads that way does (``depth``
+    calls down); None if there is none."""
+    from dask.array import Array
+    seen = set() if seen is None else seen
+    while hasattr(fn, "fn") and not isinstance(fn, types.FunctionType):
+        fn = fn.fn                                      # a compiled function's own
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType) or id(fn) in seen:
+        return None
+    seen.add(id(fn))
+    found = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            found.append((f"{name} (closure)", cell.cell_contents))
+        except ValueError:                              # a cell not bound yet
+            pass
+    scope = getattr(fn, "__globals__", None) or {}
+    codes, stack = [], [code]
+    while stack:
+        c = stack.pop()
+        codes.append(c)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    names = {i.argval for c in codes for i in dis.get_instructions(c)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for name in sorted(names):
+        if name in scope:
+            found.append((f"{name} (global)", scope[name]))
+    for name, value in found:
+        if isinstance(value, Array):
+            return name, value
+    if depth:
+        for _, value in found:
+            if isinstance(value, types.FunctionType) and not (value.__module__ or "").startswith(
+                    ("jittape", "numpy", "scipy", "dask")):
+                inner = _captured_dask(value, depth - 1, seen)
+                if inner is not None:
+                    return inner
+    return None
+
+
 def _without_sizes(blob):
     """A serialized graph with the traced values of its sizes left out (their run-time
     expressions kept): two traces at different sizes that agree here are one graph."""
@@ -481,7 +636,9 @@ def _without_sizes(blob):
 def _record(graph, exact, spec):
     """(digest, graph bytes, packing, spec): what a worker builds a kernel from. The
     workers' kernels are serial (``parallel`` off: see the module's text); a graph traced
-    at one size that serves others is not keyed on exact sizes."""
+    at one size that serves others is not keyed on exact sizes. The digest is what the
+    plan and the workers' tables key the kernel on: a kernel for exact sizes keys its
+    sizes too (two sizes' graphs may be one text but for them)."""
     saved = graph.parallel, graph.exact_sizes
     graph.parallel, graph.exact_sizes = False, exact
     try:
@@ -493,8 +650,10 @@ def _record(graph, exact, spec):
         [i if i.__class__ is int else list(i) for i in p.inputs],
         [None if d is None else np.dtype(d).str for d in p.dtypes],
         [list(o) for o in p.outputs], p.names)
-    # keyed without the traced sizes: plans of other chunkings share the workers' kernel
-    text = _without_sizes(blob) + json.dumps([packing, spec], sort_keys=True, default=str)
+    # keyed without the traced sizes where the kernel reads them at run time: plans of
+    # other chunkings share the workers' kernel
+    text = (blob.decode() if exact else _without_sizes(blob)) + json.dumps(
+        [packing, spec], sort_keys=True, default=str)
     return (hashlib.sha256(text.encode()).hexdigest()[:24], blob, packing, spec)
 
 

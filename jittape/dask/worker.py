@@ -18,10 +18,12 @@ from .. import serialize
 from .._version import __version__
 from ..codegen import build, cpu
 from ..compiler.modes import _NJIT_OPTIONS
-from ..errors import KERNEL_ERRORS, ShapeError, SignatureMismatch, SizeMismatch, kernel_messages
+from ..errors import (KERNEL_ERRORS, ShapeError, SignatureMismatch, SizeMismatch, at_line,
+                      kernel_messages)
 from ..passes.packing import Packing
 
-PROGRAMS = {}                   # digest -> Program, in this process
+PROGRAMS = {}                   # digest -> Program, in this process (the digest keys the
+                                # sizes of a kernel traced for exact sizes: see _record)
 _LOCK = threading.Lock()
 
 
@@ -88,20 +90,38 @@ class Program:
                     out = build.call_shared(kernel.dispatcher, inputs, kernel.parts)
                 else:
                     out, _ = build.first_call(built, inputs)
-        except (SizeMismatch, SignatureMismatch) as err:
-            raise ShapeError(at(
-                f"{spec['what']}: chunk {index} ({rows} rows) does not fit the kernel traced "
-                f"for the data: {err}", where)) from None
+        except SizeMismatch as err:
+            # the chunk's rows against a size of another argument (a NumPy array whose
+            # rows belong with the data's: every row-aligned argument must be a dask array)
+            ran = "1 row, run as 2 equal rows" if rows == 1 else f"{rows} rows"
+            raise ShapeError(at_line(
+                f"{spec['what']}: on chunk {index} ({ran}) of the data, sizes of "
+                f"the loss's ops disagree; an argument that is not a dask array is the same "
+                f"on every chunk, so its sizes cannot follow the chunk's rows (make it a dask "
+                f"array chunked like the data): {err}", where)) from None
+        except SignatureMismatch as err:
+            raise ShapeError(at_line(
+                f"{spec['what']}: the kernel for chunk {index} ({rows} rows) was traced for "
+                f"other shapes of its inputs: {err}", where)) from None
         except KERNEL_ERRORS as err:
-            raise type(err)(at(f"{spec['what']}: chunk {index}: {err}", where)) from None
+            raise _located(err, f"{spec['what']}: chunk {index}: {err}", where) from None
         if packing is not None:
             out = packing.unpack(out)
         return out
 
 
-def at(message, where):
-    """``message`` naming the user's line of the call (found on the client)."""
-    return f"{message} (at {where})" if where else message
+def _located(err, message, where):
+    """``err`` again, as its own type, with ``message`` naming the user's line; a type
+    whose constructor takes other arguments keeps its own message (with a note naming
+    the chunk and the line, which the traceback shows)."""
+    message = at_line(message, where)
+    try:
+        return type(err)(message)
+    except Exception:
+        if hasattr(err, "add_note"):
+            err.add_note(message)
+            return err
+        return RuntimeError(message)
 
 
 def check_chunk(a, what, label, index, rows, dtype, trailing, where):
@@ -109,15 +129,15 @@ def check_chunk(a, what, label, index, rows, dtype, trailing, where):
     the chunk, the argument and the shapes or dtypes."""
     if not isinstance(a, np.ndarray):
         if not hasattr(a, "__array__"):
-            raise TypeError(at(f"{what}: chunk {index} of {label} is a {type(a).__name__}, "
+            raise TypeError(at_line(f"{what}: chunk {index} of {label} is a {type(a).__name__}, "
                                "not an array", where))
         a = np.asarray(a)
     if a.dtype != dtype:
-        raise TypeError(at(f"{what}: chunk {index} of {label} has dtype {a.dtype}, shape "
+        raise TypeError(at_line(f"{what}: chunk {index} of {label} has dtype {a.dtype}, shape "
                            f"{a.shape}; the dask array says dtype {dtype} (its meta does not "
                            "match what its chunks compute)", where))
     if a.shape != (rows,) + trailing:
-        raise ShapeError(at(f"{what}: chunk {index} of {label} has shape {a.shape}; the dask "
+        raise ShapeError(at_line(f"{what}: chunk {index} of {label} has shape {a.shape}; the dask "
                             f"array's chunks say {(rows,) + trailing}", where))
     return np.ascontiguousarray(a)
 
@@ -143,5 +163,6 @@ def partial(digest, record, step, index, rows, weight, *arrays):
 
 
 def add(a, b):
-    """Task: two partial results added (a node of the fixed pairwise tree)."""
+    """Two partial results added: a node of the fixed pairwise tree, which the client
+    adds once the chunks' results are back."""
     return a[0] + b[0], [x + y for x, y in zip(a[1], b[1])]
