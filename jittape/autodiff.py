@@ -64,7 +64,18 @@ def _sweep(trace, live, grads, relevant, wrt_ids):
         trace.where = GradWhere(node.where, prim.name)
         inputs = [(k, v.id) for k, v in enumerate(node.inputs) if isinstance(v, Var)]
         for vid, ct in input_cotangents(prim, g, out, args, node.params, inputs, relevant):
-            _accumulate(grads, vid, traced(trace, ct))
+            _accumulate(grads, vid, traced(trace, _real_for(ct, vid, node.inputs)))
+
+
+def _real_for(ct, vid, inputs):
+    """A complex cotangent of a real input: its real part (API.md: the gradient of a real
+    value is dL/dx, TensorFlow's rule)."""
+    if getattr(ct, "dtype", None) is None or ct.dtype.kind != "c":
+        return ct
+    for v in inputs:
+        if isinstance(v, Var) and v.id == vid:
+            return ops.real(ct) if v.dtype.kind != "c" else ct
+    return ct
 
 
 def _region_part(trace, node, grads, bundles, relevant):

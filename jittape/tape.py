@@ -50,6 +50,14 @@ def _is_float(x):
     return x.dtype.kind in "fc"
 
 
+def _real_cotangents(found, args, inputs):
+    """The cotangents of an op with a complex result, with the real part of those that
+    go to a real input (API.md: the gradient of a real value is dL/dx, TensorFlow's rule)."""
+    kinds = {i: args[k].dtype.kind for k, i in inputs}
+    return [(i, ops.real(ct) if kinds.get(i, "c") != "c" and getattr(ct, "dtype", None) is not None
+             and ct.dtype.kind == "c" else ct) for i, ct in found]
+
+
 def _numpy_errors_at_user(method):
     """The tape's gradients with NumPy's floating-point warnings at the user's line
     (``errors.numpy_errors_enter``)."""
@@ -294,6 +302,8 @@ class GradientTape:
                     message = message[:-len(where)]
                 raise NumericsError(at_user_line(
                     f"{message}, in the gradient of {prim.name}")) from None
+            if getattr(g, "dtype", None) is not None and g.dtype.kind == "c":
+                found = _real_cotangents(found, saved, inputs)
             for i, ct in found:
                 prev = grads.get(i)
                 grads[i] = ct if prev is None else ops.add(prev, ct)
@@ -308,7 +318,11 @@ class GradientTape:
             if not isinstance(t, Tensor) or not _is_float(t):
                 continue
             var = self._traced_var(t)
-            if seed is None:
+            if seed is None and var.ndim and var.dtype.kind == "c":
+                # ones of a complex dtype: ones of its real part, cast
+                seed = ops.cast(ops.ones_like(ops.real(autodiff.Tracer._of(var, trace))),
+                                var.dtype)
+            elif seed is None:
                 seed = (ops.ones_like(autodiff.Tracer._of(var, trace)) if var.ndim
                         else autodiff.Tracer._of(trace.const(np.ones((), var.dtype)), trace))
             else:

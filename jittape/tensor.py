@@ -66,7 +66,8 @@ def _holds_numpy(source, dtype):
 def to_array(value, dtype=None, what="jt.constant"):
     """Convert a Python number, nested list, NumPy array or tensor to a NumPy value.
 
-    ``what`` names the operation in errors (complex values are rejected)."""
+    ``what`` names the operation in errors (a complex value given a real dtype is
+    rejected: the cast would drop its imaginary part)."""
     dtype = as_dtype(dtype)
     if isinstance(value, Tensor):
         array = value._value
@@ -95,8 +96,10 @@ def to_array(value, dtype=None, what="jt.constant"):
                 f"{what}: cannot convert a value of type {type(value).__name__} to a jittape "
                 "tensor"))
     # checked before a cast to a real dtype, which would drop the imaginary part
-    if array.dtype.kind == "c" or (dtype is not None and dtype.kind == "c"):
-        raise complex_error(what, array.dtype if array.dtype.kind == "c" else dtype)
+    if array.dtype.kind == "c" and dtype is not None and dtype.kind != "c":
+        raise UnsupportedError(at_user_line(
+            f"{what}: a complex value (dtype {array.dtype.name}) cannot become dtype "
+            f"{dtype.name}: the imaginary part would be dropped; take jt.real or jt.abs of it"))
     if dtype is not None and array.dtype != dtype:
         array = array.astype(dtype)
     if isinstance(array, np.ndarray) and array.ndim == 0:
@@ -105,31 +108,24 @@ def to_array(value, dtype=None, what="jt.constant"):
 
 
 def complex_error(what, dtype):
-    """The error for a complex value reaching ``what`` (an op, jt.constant, an argument)."""
+    """The error for a complex value reaching ``what`` (an op or a function that does not
+    take complex values)."""
     return UnsupportedError(at_user_line(
-        f"{what}: complex numbers are not supported yet (got dtype {np.dtype(dtype).name}); "
-        "pass the real and imaginary parts as two real arrays. When they are supported, the "
-        "gradient of a real loss with respect to z = x + iy will be dL/dx + i dL/dy (API.md, "
-        "complex dtypes)"))
+        f"{what}: complex values are not supported by {what} (got dtype "
+        f"{np.dtype(dtype).name}); docs/api.md, 'Complex numbers', lists the ops that take "
+        "them"))
 
 
 def coerce_operand(value, op):
     """An op operand that is not a Tensor: Python scalars stay weak, arrays keep dtypes."""
     if isinstance(value, (bool, int, float)):
         return value
-    if isinstance(value, (np.ndarray, np.generic)):
-        if value.dtype.kind == "c":
-            raise complex_error(op, value.dtype)
-        return value
-    if isinstance(value, complex):
-        raise complex_error(op, np.complex128)
+    if isinstance(value, (np.ndarray, np.generic, complex)):
+        return value                        # (a Python complex stays weak, as a float)
     if isinstance(value, (list, tuple)):
         return to_array(value, what=op)
     if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
-        array = np.asarray(value)
-        if array.dtype.kind == "c":
-            raise complex_error(op, array.dtype)
-        return array
+        return np.asarray(value)
     raise UnsupportedError(at_user_line(
         f"{op}: unsupported operand of type {type(value).__name__}"))
 
@@ -204,9 +200,6 @@ class Tensor:
         t = object.__new__(Tensor)
         if type(value) is np.ndarray and value.ndim == 0:
             value = value[()]
-        kind = getattr(value, "dtype", _float64).kind
-        if kind == "c":                       # jt.zeros(3, np.complex128), jt.arange(...)
-            raise complex_error(f"jt.{sys._getframe(1).f_code.co_name}", value.dtype)
         t._value = value
         t._id = next(_ids)
         return t
@@ -378,7 +371,7 @@ def _check_conversion(tensor):
     watches it, or a value it depends on (or would watch it when read: a trainable
     variable), the gradient through it is lost. Warn once per call site, or raise with
     ``jt.config.strict``."""
-    if tensor._value.dtype.kind != "f":       # no gradient to lose
+    if tensor._value.dtype.kind not in "fc":       # no gradient to lose
         return
     for tape in _thread_tapes():
         if tensor._id in tape._watched or (
@@ -404,8 +397,8 @@ def _check_conversion(tensor):
         by += f" (in {module}.{getattr(library.f_code, 'co_qualname', library.f_code.co_name)})"
     message = (f"{by} converts {what} to a NumPy array while a GradientTape records it "
                "(it is watched, or computed from a watched value): the tape cannot follow "
-               f"NumPy, so the gradient through it is lost. {_advice(text)}; call .numpy() "
-               "to drop the gradient on purpose")
+               f"NumPy, so the gradient through it is lost. {_advice(text, library)}; call "
+               ".numpy() to drop the gradient on purpose")
     if where is not None:
         message += f" (at {where})"
     if _config.strict:
@@ -419,15 +412,28 @@ _ARRAY_BUILDERS = frozenset(["array", "asarray", "asanyarray", "ascontiguousarra
                              "column_stack", "concatenate"])
 
 
-def _advice(text):
-    """What to write instead of the call ``text`` (the user's source), from its shape."""
+def _advice(text, library=None):
+    """What to write instead of the call ``text`` (the user's source), from its shape
+    and from the library whose frame (``library``) converted the tensor."""
     fallback = ("Write it with jittape ops, which the tape records (jt.dot(X, w) or X @ w "
                 "for products, jt.stack for a list of tensors, jittape.numpy for NumPy's "
                 "functions)")
     try:
         node = ast.parse(text, mode="eval").body if text else None
     except SyntaxError:
-        return fallback
+        node = None
+    module = library.f_globals.get("__name__", "") if library is not None else ""
+    if module == "scipy.stats" or module.startswith("scipy.stats."):
+        # (read from the modules imported, not imported here: jittape.scipy sits above)
+        names = getattr(sys.modules.get("jittape.scipy.stats"), "__all__", ())
+        func = node.func if isinstance(node, ast.Call) else None
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+                and func.value.attr in names):
+            return (f"Write jt.scipy.stats.{func.value.attr}.{func.attr}(...), which the "
+                    "tape records")
+        return ("Use jittape.scipy.stats, which the tape records"
+                + (f" ({', '.join(names)})" if names else "")
+                + "; for another distribution write its density with jittape ops")
     if not isinstance(node, ast.Call):
         return fallback
     func = node.func

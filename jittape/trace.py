@@ -222,6 +222,12 @@ class Trace:
             elif isinstance(a, (bool, int, float)):
                 inputs.append(a)
                 avals.append(a)
+            elif isinstance(a, complex):
+                # weak, as eagerly: a complex64 (or float32) operand beside it keeps the
+                # result complex64
+                var = self.const(np.asarray(a, _weak_complex_dtype(args)))
+                inputs.append(var)
+                avals.append(_aval(var))
             else:
                 value = core.coerce_operand(a, prim.name)
                 var = self.const(np.asarray(value))
@@ -707,3 +713,10 @@ def _leaf_paths(td, path, names):
         steps = range(len(td.children))
     for step, child in zip(steps, td.children):
         _leaf_paths(child, f"{path}_{step}", names)
+
+
+def _weak_complex_dtype(args):
+    """The dtype a Python complex operand takes beside the other operands (NumPy's
+    promotion of a weak scalar)."""
+    strong = [a.dtype for a in args if isinstance(a, (Tracer, Tensor, np.ndarray, np.generic))]
+    return np.result_type(*strong, 0j) if strong else np.dtype(np.complex128)

@@ -222,6 +222,8 @@ NOT_FUZZED = {
     "take_along_axis": "getitem with index arrays, which the fuzzer draws (gen_view)",
     **{name: "a complex part of a real value (the value, zeros, a step): the registry's "
              "checks cover it" for name in ("real", "imag", "conjugate", "angle")},
+    **{name: "a part of a complex value (the fuzzer draws real values): test_complex covers "
+             "it" for name in ("real_part", "imag_part", "conj")},
     "index_add": "the gradient of indexing: reached through getitem's VJP, not a user op",
     "check_labels": "the label check inside sparse_softmax_cross_entropy: reached through it",
     **{name: "needs well-conditioned matrices: covered by the registry tests (test_ops, "

@@ -200,3 +200,17 @@ def test_einsum_ellipses_and_many_operands(spec):
     np.testing.assert_allclose(got, _numeric_grad(lambda *a: float(loss(*map(jt.constant, a))),
                                                   ops, 0), rtol=1e-6, atol=1e-8)
 
+
+
+def test_einsum_with_axes_lists_after_the_operands():
+    # NumPy's second form: einsum(a, [0, 1], b, [1, 2], [0, 2]), ... for unnamed axes
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 5))
+    for args in ([a, [Ellipsis, 1], b, [1, 2]], [a, [0, 1, 2], b, [2, 3], [3, 0]]):
+        want = np.einsum(*args)
+        ours = [jt.constant(x) if isinstance(x, np.ndarray) else x for x in args]
+        np.testing.assert_allclose(np.einsum(*ours).numpy(), want, rtol=1e-12)
+    g = jt.grad(lambda a: jt.sum(np.einsum(a, [0, 1, 2], b, [2, 3], [3, 0]) ** 2))(a)
+    np.testing.assert_allclose(g, _numeric_grad(
+        lambda a: float(jt.sum(np.einsum(jt.constant(a), [0, 1, 2], b, [2, 3], [3, 0]) ** 2)),
+        [a], 0), rtol=1e-6, atol=1e-8)

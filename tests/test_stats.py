@@ -159,5 +159,14 @@ def test_scipys_own_stats_on_a_tensor_says_the_gradient_is_lost():
             st.norm.logpdf(v, 0.0, 1.0)
     assert any(issubclass(w.category, jt.GradientLostWarning) and "scipy.stats" in str(w.message)
                for w in caught), [str(w.message) for w in caught]
+    # the advice points to jittape's own scipy.stats, down to the function called
+    assert any("Write jt.scipy.stats.norm.logpdf(...)" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with jt.GradientTape():
+            st.laplace.logpdf(v)
+    assert any("Use jittape.scipy.stats" in str(w.message) and "norm" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
     with pytest.raises(TracerError, match="converting to a NumPy array"):
         jt.function(lambda x: st.norm.logpdf(x))(X)

@@ -93,6 +93,11 @@ def literal_code(value, dtype):
         return f"{dtype_code(dtype)}({text})"
     if dtype.kind in "iu":
         return f"{dtype_code(dtype)}({int(value)})"
+    if dtype.kind == "c":
+        # complex(re, im) of two float literals: a repr such as (nan+1j) is no Python
+        v = complex(value)
+        parts = ", ".join(literal_code(p, np.float64) for p in (v.real, v.imag))
+        return f"{dtype_code(dtype)}(complex({parts}))"
     return repr(value)
 
 

@@ -137,13 +137,15 @@ class Signatures:
             "numbers, jittape tensors, or lists/tuples/dicts of them"))
 
     def _check_dtype(self, dtype, argnum):
-        if dtype.kind == "c":
-            from ..tensor import complex_error
-            raise complex_error(f"{self.mode}({self.name}): argument {argnum}", dtype)
-        if dtype.kind not in "biuf":
+        if dtype.kind == "c" and self.target == "cuda":
+            raise UnsupportedError(at_user_line(
+                f"{self.mode}({self.name}): argument {argnum} has dtype {dtype.name}: complex "
+                "values are not supported with target='cuda' yet; compile for the CPU, or pass "
+                "the real and imaginary parts as two real arrays"))
+        if dtype.kind not in "biufc":
             raise UnsupportedError(at_user_line(
                 f"{self.mode}({self.name}): argument {argnum} has dtype {dtype}; compiled "
-                "functions take boolean, integer and floating-point values"))
+                "functions take boolean, integer, floating-point and complex values"))
         if dtype == np.float16:
             raise UnsupportedError(at_user_line(
                 f"{self.mode}({self.name}): argument {argnum} has dtype float16, which Numba "

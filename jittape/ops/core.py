@@ -28,10 +28,11 @@ from ..ir import Var
 from ..recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
 
 _TENSOR_CLASSES = frozenset([Tensor, Variable])
-# operands taken as they are; an ndarray too once its dtype is known not to be complex
-# (a Tensor never holds a complex value: to_array and the ops' results reject them)
+# operands taken as they are (an ndarray too); an op that does not take complex values
+# looks at its operands' dtypes (``_complex_operand``)
 _PASS_THROUGH = frozenset([int, float, bool, np.float32, np.float64, np.int32,
                            np.int64, np.bool_])
+_REAL_SCALARS = _PASS_THROUGH
 _ndarray = np.ndarray
 _PYTHON_SCALARS = frozenset([int, float, bool])
 _new = object.__new__
@@ -195,7 +196,7 @@ class Primitive(OpRecord):
     def __init__(self, name, impl, *, abstract, vjp=None, jvp=None, save=None, examples=(),
                  domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False,
                  kind="opaque", cost=CHEAP, aliases=(), keeps_order=False, accumulate=None,
-                 backends=BACKENDS, public=True):
+                 backends=BACKENDS, public=True, complex=False):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
         if kind not in KINDS:
@@ -219,6 +220,10 @@ class Primitive(OpRecord):
         self.aliases = frozenset(aliases)
         self.keeps_order = keeps_order
         self.public = public         # jt.<name> when its module names it so (ops/names.py)
+        # complex: the op takes complex operands and its rules follow the convention of
+        # API.md (the gradient of a real loss in z = x + iy is dL/dx + i dL/dy); any
+        # other op refuses a complex operand or result (UnsupportedError), never a number
+        self.complex = complex
         self.backends = tuple(backends)
         if accumulate is not None:
             self.accumulator = accumulate
@@ -239,10 +244,10 @@ class Primitive(OpRecord):
         if TRACES:                  # some thread traces: this one?
             trace = current_trace()
             if trace is not None:
-                _check_traced_complex(self.name, args)
+                _check_traced_complex(self, args, trace)
                 out = trace.bind(self, args, params)
                 if getattr(out, "dtype", None) is not None and out.dtype.kind == "c":
-                    raise complex_error(self.name, out.dtype)
+                    _refuse_traced_complex(self, out.dtype, trace)
                 return out
         # The eager hot path, spelled out for one and two operands (no comprehension
         # frame): an op on small tensors costs about as much as this function.
@@ -251,25 +256,31 @@ class Primitive(OpRecord):
             a, b = args
             cls = a.__class__
             a = a._value if cls in _TENSOR_CLASSES else (
-                a if (cls is _ndarray and a.dtype.kind != "c") or cls in _PASS_THROUGH
-                else coerce_operand(a, self.name))
+                a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name))
             cls = b.__class__
             b = b._value if cls in _TENSOR_CLASSES else (
-                b if (cls is _ndarray and b.dtype.kind != "c") or cls in _PASS_THROUGH
-                else coerce_operand(b, self.name))
+                b if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(b, self.name))
             values = (a, b)
+            if not self.complex and (
+                    (a.__class__ not in _REAL_SCALARS and _complex_operand(a))
+                    or (b.__class__ not in _REAL_SCALARS and _complex_operand(b))):
+                raise complex_error(self.name, _complex_dtype(values))
         elif n == 1:
             a = args[0]
             cls = a.__class__
             values = (a._value if cls in _TENSOR_CLASSES else (
-                a if (cls is _ndarray and a.dtype.kind != "c") or cls in _PASS_THROUGH
-                else coerce_operand(a, self.name)),)
+                a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name)),)
+            a = values[0]
+            if not self.complex and a.__class__ not in _REAL_SCALARS and _complex_operand(a):
+                raise complex_error(self.name, _complex_dtype(values))
         else:
             values = [a._value if a.__class__ in _TENSOR_CLASSES else
-                      (a if a.__class__ in _PASS_THROUGH or (
-                          a.__class__ is _ndarray and a.dtype.kind != "c")
+                      (a if a.__class__ in _PASS_THROUGH or a.__class__ is _ndarray
                        else coerce_operand(a, self.name))
                       for a in args]
+            if not self.complex and any(v.__class__ not in _REAL_SCALARS and _complex_operand(v)
+                                        for v in values):
+                raise complex_error(self.name, _complex_dtype(values))
         try:
             out = self.impl(*values, **params) if params else self.impl(*values)
         except (ValueError, TypeError, IndexError) as err:
@@ -281,7 +292,7 @@ class Primitive(OpRecord):
         elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
             out = np.asarray(out)[()]
         # real operands give a complex result only when a complex dtype is asked for
-        if params and "dtype" in params and out.dtype.kind == "c":
+        if not self.complex and out.dtype.kind == "c":
             raise complex_error(self.name, out.dtype)
         result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
         result._value = out
@@ -427,13 +438,44 @@ def _make_entry(prim, args, params, result):
     return (prim, params, saved, result if prim.keep_out else None, inputs, result._id)
 
 
-def _check_traced_complex(op, args):
+def _complex_operand(v):
+    """Whether an op's operand (a NumPy value, a Python number, a list) is complex."""
+    if v.__class__ is complex:
+        return True
+    dtype = getattr(v, "dtype", None)
+    if dtype is None:
+        return isinstance(v, (list, tuple)) and np.iscomplexobj(v)
+    return getattr(dtype, "kind", None) == "c"
+
+
+def _complex_dtype(values):
+    """The dtype of the first complex operand."""
+    return next(np.asarray(v).dtype for v in values if _complex_operand(v))
+
+
+def _check_traced_complex(prim, args, trace):
     """Complex operands of an op in a traced function (trace time only)."""
     for a in args:
-        if isinstance(a, complex):
-            raise complex_error(op, np.complex128)
-        if isinstance(a, (np.ndarray, np.generic)) and a.dtype.kind == "c":
-            raise complex_error(op, a.dtype)
+        if isinstance(a, Tensor) or hasattr(a, "_var"):       # (a tracer's dtype, too)
+            dtype = a.dtype
+        elif isinstance(a, complex):
+            dtype = np.dtype(np.complex128)
+        elif isinstance(a, (np.ndarray, np.generic)):
+            dtype = a.dtype
+        else:
+            continue
+        if dtype.kind == "c":
+            _refuse_traced_complex(prim, dtype, trace)
+
+
+def _refuse_traced_complex(prim, dtype, trace):
+    if not prim.complex:
+        raise complex_error(prim.name, dtype)
+    if trace.target == "cuda":
+        raise UnsupportedError(at_user_line(
+            f"{prim.name}: complex values (dtype {np.dtype(dtype).name}) are not supported "
+            "with target='cuda' yet; compile for the CPU, or pass the real and imaginary "
+            "parts as two real arrays"))
 
 
 def check_finite(op, out, inputs=()):

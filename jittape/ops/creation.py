@@ -87,7 +87,7 @@ full_like_prim = Primitive(
     abstract=lambda x, fill_value, dtype: Aval(shape_of(x), dtype),
     differentiable=False,
     examples=[ex((2, 3), fill_value=0.0, dtype=np.dtype(np.float64)),
-              ex((), fill_value=1, dtype=np.dtype(np.int32))], kind="elementwise")
+              ex((), fill_value=1, dtype=np.dtype(np.int32))], kind="elementwise", complex=True)
 
 
 def _dtype_of(x):

@@ -51,7 +51,8 @@ def unbroadcast(g, shape):
 
 
 def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None, domain=(-2.0, 2.0),
-                differentiable=True, impl=None, fast=None, costly=False, warns=False, also=()):
+                differentiable=True, impl=None, fast=None, costly=False, warns=False, also=(),
+                complex=False):
     """Declare an elementwise primitive.
 
     ``ufunc`` is the NumPy ufunc the op answers to and whose dtype rule it follows; where
@@ -79,10 +80,16 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
 
     ``also``: more NumPy ufuncs the op answers to, NumPy's aliases that are objects of
     their own (``np.degrees`` is not ``np.rad2deg``).
+
+    ``complex``: the op takes complex values and is holomorphic there; its partials are
+    then the complex derivative times the tangent, and its VJP rules the conjugate of the
+    rule applied to the conjugate cotangent (``_conjugated``).
     """
     vjp = jvp = None
     if partials is not None:
         jvp = list(partials)
+        if complex:
+            partials = [rule if rule is zero_partial else _conjugated(rule) for rule in partials]
         # (one input: its shape is the output's, nothing to sum back)
         vjp = list(partials) if ufunc.nin == 1 else [rule if rule is zero_partial else _summed(rule, k)
                                                      for k, rule in enumerate(partials)]
@@ -93,7 +100,7 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
                      domain=domain, differentiable=differentiable,
-                     numpy=(ufunc, *also) if impl is None else (), ufunc=True)
+                     numpy=(ufunc, *also) if impl is None else (), ufunc=True, complex=complex)
     prim.lowerings["scalar"] = scalar
     return prim
 
@@ -104,6 +111,33 @@ _SHAPED = (Tensor, Variable, np.ndarray)
 def zero_partial(g, out, *args, **params):
     """The rule of an input the output does not vary with: a zero (None) in both modes."""
     return None
+
+
+def _conjugated(rule):
+    """The VJP rule of a holomorphic op from its diagonal (JVP) rule ``g * f'(z)``: with the
+    convention of API.md (the gradient of a real loss in z = x + iy is dL/dx + i dL/dy) a
+    cotangent goes back as ``g * conj(f'(z))``, which is ``conj(rule(conj(g)))`` (the rule
+    is linear in g). A real cotangent is a real op's: the rule as it is."""
+    def vjp(g, out, *args, **params):
+        if getattr(g, "dtype", None) is None or g.dtype.kind != "c":
+            return rule(g, out, *args, **params)
+        ct = rule(_conj.bind(g), out, *args, **params)
+        return None if ct is None else conj_of(ct)
+    vjp.__name__ = getattr(rule, "__name__", "rule")
+    return vjp
+
+
+def is_complex(x):
+    """Whether a tensor, tracer, array or Python number holds complex values."""
+    if x.__class__ is complex:
+        return True
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and np.dtype(dtype).kind == "c"
+
+
+def conj_of(x):
+    """The complex conjugate of ``x``; a real ``x`` itself (no op)."""
+    return _conj.bind(x) if is_complex(x) else x
 
 
 def _summed(rule, k):
@@ -124,23 +158,23 @@ OUTPUT = (False, True)           # VJP reads the output
 add = elementwise("add", np.add, "({0} + {1})", [
     lambda g, out, x, y: g,
     lambda g, out, x, y: g,
-], save=NOTHING, fast=operator.add)
+], save=NOTHING, fast=operator.add, complex=True)
 
 subtract = elementwise("subtract", np.subtract, "({0} - {1})", [
     lambda g, out, x, y: g,
     lambda g, out, x, y: negative(g),
-], save=NOTHING, fast=operator.sub)
+], save=NOTHING, fast=operator.sub, complex=True)
 
 multiply = elementwise("multiply", np.multiply, "({0} * {1})", [
     lambda g, out, x, y: multiply(g, y),
     lambda g, out, x, y: multiply(g, x),
-], save=INPUTS, fast=operator.mul)
+], save=INPUTS, fast=operator.mul, complex=True)
 
 divide = elementwise("divide", np.true_divide, "({0} / {1})", [
     lambda g, out, x, y: divide(g, y),
     lambda g, out, x, y: negative(divide(multiply(g, out), y)),
 ], save=((False, True), True), examples=BINARY_EXAMPLES,
-    domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv, warns=True)
+    domain=((-2.0, 2.0), (0.5, 2.0)), fast=operator.truediv, warns=True, complex=True)
 
 
 def _power_scalar(node):
@@ -167,6 +201,18 @@ def _power_vjp_x(g, out, x, y):
 
 
 def _power_vjp_y(g, out, x, y):
+    if out.dtype.kind == "c":
+        # out * log(x) on the principal branch (a real base taken as complex: a negative
+        # one has a logarithm there), 0 where x is 0 (the slope of 0**y in y)
+        if isinstance(x, Tensor):
+            xc = x if is_complex(x) else cast(x, out.dtype)
+            zero = equal(xc, 0)
+            safe_log = where(zero, 0, log(where(zero, 1, xc)))
+        else:
+            xc = np.asarray(x, out.dtype)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                safe_log = np.where(xc == 0, 0, np.log(np.where(xc == 0, 1, xc))).astype(out.dtype)
+        return multiply(g, multiply(out, safe_log))
     if isinstance(x, Tensor):
         positive = greater(x, 0)
         safe_log = where(positive, log(where(positive, x, 1)), 0)
@@ -178,7 +224,8 @@ def _power_vjp_y(g, out, x, y):
 
 power = elementwise("power", np.power, lambda node: _power_scalar(node), [_power_vjp_x, _power_vjp_y], save=(True, True),
                     examples=BINARY_EXAMPLES[:5] + [ex((3,), 2), ex((2, 2), 3.0), ex(1.5, (3,))],
-                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True, warns=True)
+                    domain=((0.5, 2.0), (-1.5, 1.5)), fast=operator.pow, costly=True, warns=True,
+                    complex=True)
 
 maximum = elementwise("maximum", np.maximum, "np.maximum({0}, {1})", [
     lambda g, out, x, y: where(greater_equal(x, y), g, 0),
@@ -200,27 +247,50 @@ floor_divide = elementwise("floor_divide", np.floor_divide, "({0} // {1})", diff
 
 # -- unary math -------------------------------------------------------------------
 
-negative = elementwise("negative", np.negative, "(-{0})", [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg)
-abs = elementwise("abs", np.absolute, "np.abs({0})", [lambda g, out, x: multiply(g, sign(x))], save=INPUTS)
+negative = elementwise("negative", np.negative, "(-{0})", [lambda g, out, x: negative(g)], save=NOTHING, fast=operator.neg,
+                      complex=True)
+
+
+def _unit(z):
+    """z / |z| of a complex z, 0 at 0."""
+    r = abs(z)
+    return divide(z, where(equal(r, 0), 1, r))
+
+
+def _abs_vjp(g, out, x):
+    # |z| is real and not holomorphic: d|z|/dx + i d|z|/dy = z / |z| (0 at 0, as the
+    # real rule's sign)
+    return multiply(g, _unit(x)) if is_complex(x) else multiply(g, sign(x))
+
+
+def _abs_jvp(t, out, x):
+    # d|z| = Re(conj(z / |z|) dz)
+    return real(multiply(t, conj_of(_unit(x)))) if is_complex(x) else multiply(t, sign(x))
+
+
+abs = elementwise("abs", np.absolute, "np.abs({0})", [_abs_vjp], save=INPUTS, complex=True)
+abs.vjp, abs.jvp = (_abs_vjp,), (_abs_jvp,)
 sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
 exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True,
-                  warns=True)
+                  warns=True, complex=True)
 expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT,
                     costly=True, warns=True)
 log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0), costly=True,
-                  warns=True)
+                  warns=True, complex=True)
 log1p = elementwise("log1p", np.log1p, "np.log1p({0})", [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
                     domain=(-0.5, 2.0), costly=True, warns=True)
 sqrt = elementwise("sqrt", np.sqrt, "np.sqrt({0})", [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
-                   domain=(0.5, 3.0), warns=True)
+                   domain=(0.5, 3.0), warns=True, complex=True)
 square = elementwise("square", np.square, "({0} * {0})", [lambda g, out, x: multiply(g, multiply(x, 2))],
-                     save=INPUTS)
-sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS, costly=True)
-cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS, costly=True)
+                     save=INPUTS, complex=True)
+sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, cos(x))], save=INPUTS, costly=True,
+                  complex=True)
+cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS, costly=True,
+                  complex=True)
 tan = elementwise("tan", np.tan, "np.tan({0})", [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
                   save=OUTPUT, domain=(-1.2, 1.2), costly=True)
 tanh = elementwise("tanh", np.tanh, "np.tanh({0})", [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
-                   save=OUTPUT, costly=True)
+                   save=OUTPUT, costly=True, complex=True)
 arctan = elementwise("arctan", np.arctan, "np.arctan({0})", [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
                      save=INPUTS, costly=True)
 arcsinh = elementwise("arcsinh", np.arcsinh, "np.arcsinh({0})",
@@ -285,7 +355,7 @@ exp2 = elementwise("exp2", np.exp2, lambda node: _wide_code("exp2", "{0}", node.
                    save=OUTPUT, costly=True, warns=True)
 reciprocal = elementwise("reciprocal", np.reciprocal, "(np.{dtype}(1) / {0})",
                          [lambda g, out, x: negative(multiply(g, multiply(out, out)))],
-                         save=OUTPUT, domain=(0.5, 2.0), warns=True)
+                         save=OUTPUT, domain=(0.5, 2.0), warns=True, complex=True)
 # infinite slope at 0: the examples keep away from it on both sides
 cbrt = elementwise("cbrt", np.cbrt, "np.cbrt({0})",
                    [lambda g, out, x: divide(g, multiply(multiply(out, out), 3))],
@@ -477,8 +547,11 @@ around = round
 
 # -- comparisons and logic (no gradient) ----------------------------------------------
 
-equal = elementwise("equal", np.equal, "({0} == {1})", differentiable=False, fast=operator.eq)
-not_equal = elementwise("not_equal", np.not_equal, "({0} != {1})", differentiable=False, fast=operator.ne)
+# (complex values compare equal or not; NumPy orders them lexicographically, which the
+# ordering comparisons refuse)
+equal = elementwise("equal", np.equal, "({0} == {1})", differentiable=False, fast=operator.eq, complex=True)
+not_equal = elementwise("not_equal", np.not_equal, "({0} != {1})", differentiable=False, fast=operator.ne,
+                        complex=True)
 greater = elementwise("greater", np.greater, "({0} > {1})", differentiable=False, fast=operator.gt)
 greater_equal = elementwise("greater_equal", np.greater_equal, "({0} >= {1})", differentiable=False, fast=operator.ge)
 less = elementwise("less", np.less, "({0} < {1})", differentiable=False, fast=operator.lt)
@@ -505,7 +578,7 @@ _where = Primitive("where", np.where, abstract=_where_abstract, jvp=_WHERE_PARTI
 ], save=((True, False, False), False), examples=[
     ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
     ex(Fixed(np.array([True, False])), (3, 2), (2,)),
-], kind="elementwise")
+], kind="elementwise", complex=True)
 
 
 _where.lowerings["scalar"] = "({1} if {0} else {2})"
@@ -521,18 +594,37 @@ def where(condition, x=None, y=None):
     return _where.bind(condition, x, y)
 
 
+def _check_cast(source, dtype):
+    if source.kind == "c" and dtype.kind != "c":
+        raise UnsupportedError(at_user_line(
+            f"cast: a complex value ({source.name}) to {dtype.name} would drop the imaginary "
+            "part (NumPy warns with a ComplexWarning and drops it); take jt.real(z) or "
+            "jt.abs(z)"))
+
+
 def _cast_impl(x, dtype):
     return x.astype(dtype) if hasattr(x, "astype") else np.asarray(x, dtype)
 
 
+def _cast_abstract(x, dtype):
+    if isinstance(x, Aval):
+        _check_cast(x.dtype, dtype)
+    return Aval(shape_of(x), dtype)
+
+
 def _cast_vjp(g, out, x, dtype):
-    return _cast.bind(g, dtype=x.dtype) if x.dtype.kind in "fc" else None
+    if x.dtype.kind not in "fc":
+        return None
+    if x.dtype.kind == "f" and is_complex(g):   # a real value made complex: its real part
+        g = _real_part.bind(g)
+    return _cast.bind(g, dtype=x.dtype)
 
 
-_cast = Primitive("cast", _cast_impl, abstract=lambda x, dtype: Aval(shape_of(x), dtype),
+_cast = Primitive("cast", _cast_impl, abstract=_cast_abstract,
                   vjp=[_cast_vjp], jvp=[lambda t, out, x, dtype: _cast.bind(t, dtype=dtype)],
                   save=NOTHING,
-                  examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))], kind="elementwise")
+                  examples=[ex((2, 3), dtype=np.dtype(np.float32)), ex((), dtype=np.dtype(np.float64))], kind="elementwise",
+                  complex=True)
 
 
 _cast.lowerings["scalar"] = "np.{dtype}({0})"
@@ -540,16 +632,22 @@ _cast.lowerings["scalar"] = "np.{dtype}({0})"
 
 @public
 def cast(x, dtype):
-    """``x`` converted to ``dtype`` (the gradient is cast back)."""
-    return _cast.bind(x, dtype=np.dtype(dtype))
+    """``x`` converted to ``dtype`` (the gradient is cast back; a real value made complex
+    gets the real part of its gradient). A complex ``x`` to a real dtype raises: NumPy
+    would drop the imaginary part (with a ComplexWarning)."""
+    dtype = np.dtype(dtype)
+    if is_complex(x):
+        _check_cast(np.dtype(x.dtype) if hasattr(x, "dtype") else np.dtype(np.complex128), dtype)
+    return _cast.bind(x, dtype=dtype)
 
 
 identity = Primitive("identity", lambda x: x, abstract=lambda x: Aval(shape_of(x), x.dtype),
-                     vjp=[lambda g, out, x: g], jvp=[lambda t, out, x: t], save=NOTHING, examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
+                     vjp=[lambda g, out, x: g], jvp=[lambda t, out, x: t], save=NOTHING, examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",),
+                     complex=True)
 
 stop_gradient = Primitive("stop_gradient", lambda x: x,
                           abstract=lambda x: Aval(shape_of(x), x.dtype), differentiable=False,
-                          examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",))
+                          examples=UNARY_EXAMPLES, kind="elementwise", aliases=("cpu",), complex=True)
 identity.lowerings["scalar"] = stop_gradient.lowerings["scalar"] = "{0}"
 
 
@@ -607,32 +705,77 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
                             neginf=None if neginf is None else float(neginf))
 
 
-# -- the complex parts of real values (complex tensors are not supported yet) ------------
+# -- the parts of complex values ---------------------------------------------------------
+# Under the convention of API.md (the gradient of a real loss in z = x + iy is
+# dL/dx + i dL/dy), a real cotangent g of Re z goes back as g + 0i, of Im z as 0 + gi,
+# and a cotangent of conj z as its conjugate. On real values the primitives are what
+# NumPy gives (the value, zeros, the value); the public functions skip them there.
+
+def _part_dtype(x):
+    return np.empty(0, x.dtype).real.dtype
+
+
+def _conj_scalar(node):
+    if node.out.dtype.kind != "c":
+        return "{0}"
+    return "np.{dtype}(complex({0}.real, -{0}.imag))"
+
+
+def _real_part_vjp(g, out, x):
+    return _cast.bind(g, dtype=x.dtype) if x.dtype.kind == "c" else g
+
+
+def _imag_part_vjp(g, out, x):
+    return multiply(_cast.bind(g, dtype=x.dtype), 1j) if x.dtype.kind == "c" else None
+
+
+_real_part = Primitive("real_part", np.real, abstract=lambda x: Aval(shape_of(x), _part_dtype(x)),
+                       vjp=[_real_part_vjp], jvp=[lambda t, out, x: _real_part.bind(t)],
+                       save=NOTHING, examples=UNARY_EXAMPLES[:2], kind="elementwise",
+                       complex=True)
+_imag_part = Primitive("imag_part", np.imag, abstract=lambda x: Aval(shape_of(x), _part_dtype(x)),
+                       vjp=[_imag_part_vjp], jvp=[lambda t, out, x: _imag_part.bind(t)],
+                       save=NOTHING, examples=UNARY_EXAMPLES[:2], kind="elementwise",
+                       complex=True)
+_conj = Primitive("conj", np.conjugate, abstract=lambda x: Aval(shape_of(x), x.dtype),
+                  vjp=[lambda g, out, x: conj_of(g)], jvp=[lambda t, out, x: conj_of(t)],
+                  save=NOTHING, examples=UNARY_EXAMPLES[:2], kind="elementwise", complex=True)
+_real_part.lowerings["scalar"] = "{0}.real"
+_imag_part.lowerings["scalar"] = "{0}.imag"
+_conj.lowerings["scalar"] = _conj_scalar
+
 
 @composite(examples=UNARY_EXAMPLES[:2], numpy=(np.real,))
 def real(val):
-    """``np.real`` of a real tensor: the tensor itself."""
-    return val
+    """``np.real``: the real part of a complex tensor (its dtype's real dtype); a real
+    tensor itself."""
+    return _real_part.bind(val) if is_complex(val) else val
 
 
 @composite(examples=UNARY_EXAMPLES[:2], numpy=(np.imag,))
 def imag(val):
-    """``np.imag`` of a real tensor: zeros of its dtype (``x < x`` is False everywhere,
-    NaN and inf included), with no gradient."""
+    """``np.imag``: the imaginary part of a complex tensor; of a real tensor zeros of its
+    dtype (``x < x`` is False everywhere, NaN and inf included), with no gradient."""
+    if is_complex(val):
+        return _imag_part.bind(val)
     return cast(less(val, val), val.dtype)
 
 
 @composite(examples=UNARY_EXAMPLES[:2])
 def conjugate(x):
-    """``np.conjugate`` (``np.conj``) of a real tensor: the tensor itself."""
-    return x
+    """``np.conjugate`` (``np.conj``): the complex conjugate; a real tensor itself."""
+    return conj_of(x)
 
 
 @composite(examples=UNARY_EXAMPLES[:2], numpy=(np.angle,))
 def angle(z, deg=False):
-    """``np.angle`` of a real tensor: pi where it is negative, else 0 (NaN kept), in
-    degrees with ``deg``; no gradient (it is constant between its jumps)."""
+    """``np.angle``: the argument of a complex value, ``arctan2(imag, real)`` (0 at 0,
+    its gradient there NaN); of a real tensor pi where it is negative, else 0 (NaN
+    kept), with no gradient (it is constant between its jumps); in degrees with ``deg``."""
     half_turn = 180.0 if deg else math.pi
+    if is_complex(z):
+        a = arctan2(_imag_part.bind(z), _real_part.bind(z))
+        return multiply(a, half_turn / math.pi) if deg else a
     # (the step in z's dtype times a Python number: a float32 tensor stays float32)
     return where(isnan(z), z, multiply(cast(less(z, 0), z.dtype), half_turn))
 

@@ -67,7 +67,7 @@ _concatenate = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axi
                          jvp=lambda ts, out, *xs, axis: _concatenate.bind(*_or_zeros(ts, xs), axis=axis),
                          save=(False, False),
                          examples=[ex((2, 3), (1, 3), axis=0), ex((2, 3), (2, 1), (2, 2), axis=1),
-                                   ex((3,), (4,), axis=0)])
+                                   ex((3,), (4,), axis=0)], complex=True)
 
 
 @public
@@ -116,7 +116,7 @@ _stack = Primitive("stack", lambda *xs, axis: np.stack(xs, axis=axis),
                    abstract=_stack_abstract, vjp=PerInput(_stack_vjp),
                    jvp=lambda ts, out, *xs, axis: _stack.bind(*_or_zeros(ts, xs), axis=axis), save=(False, False),
                    examples=[ex((2, 3), (2, 3), axis=0), ex((3,), (3,), (3,), axis=1), ex((), (), axis=0),
-                             ex((2, 2), (2, 2), axis=2)])
+                             ex((2, 2), (2, 2), axis=2)], complex=True)
 
 
 @public
@@ -323,7 +323,7 @@ getitem_prim = Primitive(
         ex((4, 3), Fixed(np.array([[1, 0]])), Fixed(np.array([2, 2])),
            index=(("array", 0), ("array", 1))),
         ex((2, 4, 3), Fixed(np.array([3, 0])), index=(("slice", None, None, None), ("array", 0))),
-    ], kind="view", aliases=("cpu",))
+    ], kind="view", aliases=("cpu",), complex=True)
 
 
 def _index_add_impl(g, *arrays, index, shape):
@@ -349,7 +349,7 @@ _index_add = Primitive(
         ex((3,), index=(("int", 1),), shape=(4, 3)),
         ex((2, 3), index=(("slice", 1, None, 2),), shape=(4, 3)),
         ex((4, 3), Fixed(np.array([0, 2, 2, 3])), index=(("array", 0),), shape=(4, 3)),
-    ])
+    ], complex=True)
 
 
 @public

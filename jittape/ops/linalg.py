@@ -59,13 +59,13 @@ def _matmul_vjp_y(g, out, x, y):
 
 
 matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
-                   vjp=[_matmul_vjp_x, _matmul_vjp_y],
+                   vjp=[_ew._conjugated(_matmul_vjp_x), _ew._conjugated(_matmul_vjp_y)],
                    jvp=[lambda t, out, x, y: matmul(t, y), lambda t, out, x, y: matmul(x, t)],
                    save=(True, False),
                    examples=[ex((2, 3), (3, 4)), ex((3,), (3, 2)), ex((2, 3), (3,)), ex((3,), (3,)),
                              ex((2, 2, 3), (3, 4)), ex((2, 1, 2, 3), (3, 3, 2)),
                              ex((1, 3), (3, 1))],
-                   numpy=(np.matmul,), ufunc=True, kind="contraction")
+                   numpy=(np.matmul,), ufunc=True, kind="contraction", complex=True)
 
 
 @numpy_dispatch(np.dot)
@@ -145,14 +145,23 @@ def _einsum_vjp(k, g, out, *operands, spec):
     return grad
 
 
+def _einsum_vjp_conj(k, g, out, *operands, spec):
+    # holomorphic in each operand: a complex cotangent goes back through the rule's
+    # conjugate (elementwise._conjugated, which wants the cotangent first)
+    def rule(g, out, *operands, spec):
+        return _einsum_vjp(k, g, out, *operands, spec=spec)
+    return _ew._conjugated(rule)(g, out, *operands, spec=spec)
+
+
 _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract=_einsum_abstract,
-                    vjp=PerInput(_einsum_vjp), jvp=PerInput(
+                    vjp=PerInput(_einsum_vjp_conj), jvp=PerInput(
                         lambda k, t, out, *ops, spec: _einsum.bind(
                             *ops[:k], t, *ops[k + 1:], spec=spec)), save=None,
                     examples=[ex((2, 3), (3, 4), spec="ij,jk->ik"), ex((2, 3), (2, 3), spec="ij,ij->i"),
                               ex((2, 3, 4), (2, 4, 5), spec="bij,bjk->bik"),
                               ex((3,), (4,), spec="i,j->ij"), ex((2, 3), spec="ij->ji"),
-                              ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")], kind="contraction")
+                              ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")], kind="contraction",
+                    complex=True)
 
 
 @numpy_dispatch(np.einsum)
@@ -160,10 +169,8 @@ def einsum(spec, *operands):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``: ``...`` for the axes
     the letters do not name, any number of operands (contracted two at a time, left to
     right), no repeated index within an operand (diagonals)."""
-    if not isinstance(spec, str):
-        raise UnsupportedError(at_user_line(
-            "einsum: the subscripts must be a string ('ij,jk->ik'); the form with a list of "
-            "axes after each operand is not supported"))
+    if not isinstance(spec, str):         # NumPy's other form: op, [axes], op, [axes], [out]
+        spec, operands = _interleaved(spec, operands)
     spec = spec.replace(" ", "")
     if "." in spec:
         spec = _explicit_ellipses(spec, operands)
@@ -173,6 +180,34 @@ def einsum(spec, *operands):
         return _pairwise(ins, out if arrow else None, list(operands), spec)
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
+
+
+def _interleaved(first, rest):
+    """(spec, operands) of ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: each operand followed
+    by its axes as ints (or ``...``), then optionally the output's."""
+    items = (first,) + tuple(rest)
+    pairs, out = items[:len(items) // 2 * 2], items[len(items) // 2 * 2:]
+
+    def letters(axes, what):
+        if not isinstance(axes, (list, tuple)):
+            raise TypeError(at_user_line(
+                f"einsum: {what} must be a list of axes (ints or ...), got {type(axes).__name__}"))
+        text = ""
+        for a in axes:
+            if a is Ellipsis:
+                text += "..."
+            elif isinstance(a, (int, np.integer)) and 0 <= a < len(_LETTERS):
+                text += _LETTERS[int(a)]
+            else:
+                raise ValueError(at_user_line(
+                    f"einsum: {what} holds {a!r}; axes are ints from 0 to {len(_LETTERS) - 1} "
+                    "or ..."))
+        return text
+
+    operands = pairs[0::2]
+    ins = [letters(axes, f"the axes after operand {k}") for k, axes in enumerate(pairs[1::2])]
+    spec = ",".join(ins) + ("->" + letters(out[0], "the output's axes") if out else "")
+    return spec, operands
 
 
 def _explicit_ellipses(spec, operands):

@@ -80,13 +80,15 @@ def _sum_impl(x, axis, keepdims):
 
 def _wide_float32(dtype):
     # float32 sums accumulate in float64: a float32 total of many terms loses digits
-    # that NumPy's pairwise summation keeps
-    return np.dtype(np.float64) if np.dtype(dtype) == np.float32 else np.dtype(dtype)
+    # that NumPy's pairwise summation keeps (complex64 in complex128 alike)
+    return {np.dtype(np.float32): np.dtype(np.float64),
+            np.dtype(np.complex64): np.dtype(np.complex128)}.get(np.dtype(dtype), np.dtype(dtype))
 
 
 _sum = Primitive("sum", _sum_impl, abstract=_reduce_abstract("sum"), vjp=[
     lambda g, out, x, axis, keepdims: expand_reduced(g, x, axis, keepdims),
-], jvp=[lambda t, out, x, axis, keepdims: _sum.bind(t, axis=axis, keepdims=keepdims)], save=(False, False), examples=REDUCE_EXAMPLES, kind="reduction", accumulate=_wide_float32)
+], jvp=[lambda t, out, x, axis, keepdims: _sum.bind(t, axis=axis, keepdims=keepdims)], save=(False, False), examples=REDUCE_EXAMPLES, kind="reduction", accumulate=_wide_float32,
+                 complex=True)
 
 
 def _extremum_vjp(g, out, x, axis, keepdims):
@@ -151,8 +153,11 @@ def _prod_jvp(t, out, x, axis, keepdims):
     return _sum.bind(_ew.multiply(t, others), axis=axis, keepdims=keepdims)
 
 
-_prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"), vjp=[_prod_vjp], jvp=[_prod_jvp],
-                  save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5), kind="reduction")
+# (holomorphic: a complex cotangent goes back through the conjugate of the rule)
+_prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"),
+                  vjp=[_ew._conjugated(_prod_vjp)], jvp=[_prod_jvp],
+                  save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5), kind="reduction",
+                  complex=True)
 
 
 def _ndim(x):

@@ -50,7 +50,8 @@ _reshape = Primitive("reshape", lambda x, shape: np.reshape(x, shape), abstract=
                      vjp=[lambda g, out, x, shape: reshape(g, x.shape)],
                      jvp=[lambda t, out, x, shape: _reshape.bind(t, shape=shape)], save=(False, False),
                      examples=[ex((2, 3), shape=(3, 2)), ex((2, 3), shape=(6,)),
-                               ex((6,), shape=(1, 2, 3)), ex((), shape=(1, 1)), ex((1,), shape=())], kind="view", aliases=("cpu", "cuda"), keeps_order=True)
+                               ex((6,), shape=(1, 2, 3)), ex((), shape=(1, 1)), ex((1,), shape=())], kind="view", aliases=("cpu", "cuda"), keeps_order=True,
+                     complex=True)
 
 
 def resolve_shape(op, old, shape):
@@ -101,7 +102,8 @@ _transpose = Primitive("transpose", lambda x, axes: np.transpose(x, axes),
                        jvp=[lambda t, out, x, axes: _transpose.bind(t, axes=axes)],
                        save=(False, False),
                        examples=[ex((2, 3), axes=(1, 0)), ex((2, 3, 4), axes=(2, 0, 1)),
-                                 ex((3,), axes=(0,)), ex((1, 2, 1), axes=(1, 2, 0))], kind="view", aliases=("cpu",))
+                                 ex((3,), axes=(0,)), ex((1, 2, 1), axes=(1, 2, 0))], kind="view", aliases=("cpu",),
+                       complex=True)
 
 
 @public
@@ -146,7 +148,8 @@ _broadcast_to = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, sh
                           jvp=[lambda t, out, x, shape: _broadcast_to.bind(t, shape=shape)],
                           save=(False, False),
                           examples=[ex((3,), shape=(2, 3)), ex((2, 1), shape=(2, 4)),
-                                    ex((), shape=(3,)), ex((1, 3), shape=(2, 2, 3))], kind="elementwise")
+                                    ex((), shape=(3,)), ex((1, 3), shape=(2, 2, 3))], kind="elementwise",
+                          complex=True)
 # fused as an elementwise read: the loop reads the operand at the broadcast index
 _broadcast_to.lowerings["scalar"] = "{0}"
 
