@@ -572,8 +572,8 @@ def _lower_while(ctx, node):
         stacks = [ctx.tmp("stack") for _ in carries]
         for st, c in zip(stacks, carries):
             lines += ctx.stack(st, _rows(ctx, size, c.shape), c.dtype, fixed=False)
-    test_before, inner, test_after = ctx.pooled_block(node, "cond", 0)
-    inner += test_after
+    # (the test carries nothing to the next step: its pool swaps nothing)
+    test_before, inner, _ = ctx.pooled_block(node, "cond", 0)
     read, test = ctx.on_host(cond.outputs[0])
     inner += read + [f"if not {test}:", "    break"]
     if grad:                          # the step's carry, kept for the backward loop

@@ -24,6 +24,7 @@ from ..ir import Var
 from ..passes import Group, Nest
 from .. import schedule
 from ..passes.fuse import row_reduction
+from ..passes.memory import view_roots
 from ..ops.core import COSTLY
 from . import mathlib, names
 
@@ -269,25 +270,24 @@ class Pool:
     step makes its own: it lives in two buffers, swapped at the end of each step, so a
     step never writes the buffer its carries read. That holds only if a carry's value
     never lives beyond the next step: where the body passes a carry (or a view of one)
-    on to a carry, the values carries hold are made at each step, as without a pool.
-    Results leave the loop as copies (``Context.result``) or when no step follows."""
+    on to a carry, the values carries hold are made at each step, as without a pool
+    (``carries_pooled`` False). A loop's results are copied after it, unless the body
+    made them (``regions._fresh``); the pool's buffers are made at each call of the
+    kernel, so a result never shares memory with another call's."""
 
     def __init__(self, ctx, body, carries):
         self.ctx = ctx
         self.before, self.after = [], []
-        root = {}
-        for n in body.nodes:
-            if "cpu" in n.prim.aliases and isinstance(n.inputs[0], Var):
-                root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
+        root = view_roots(body.nodes, "cpu")
         kept = [root.get(v.id, v.id) for v in body.outputs[:carries] if isinstance(v, Var)]
         self.carried = set(kept)
         inputs = {v.id for v in body.inputs}
-        self.double = not any(k in inputs for k in kept)
+        self.carries_pooled = not any(k in inputs for k in kept)
 
     def take(self, v, fill=None):
         """The lines making ``v`` (an array the body makes) a buffer of the pool (filled
         with ``fill``), or None where it must be made at each step."""
-        if v.id in self.carried and not self.double:
+        if v.id in self.carried and not self.carries_pooled:
             return None
         shape, dtype = names.shape_code(v.shape), names.dtype_code(v.dtype)
         own = self.ctx.tmp("pool")
@@ -900,15 +900,17 @@ def _placement(ctx, node, spec, sizes, lines):
         if item is None:
             index.append(i)
         elif item[0] == "int":
-            guards.append(f"{i} == {item[1]}" if item[1] >= 0 else f"{i} == {sizes[a]} - {-item[1]}")
+            at = item[1] if item[1] >= 0 else f"{sizes[a]} - {-item[1]}"
+            guards.append(f"{i} == {at}")
         else:
             bounds = ", ".join("None" if v is None else str(v) for v in item[1:])
             first, count = ctx.tmp("first"), f"{src}.shape[{axis}]"
             lines.append(f"{first} = slice_start({sizes[a]}, {bounds})")
             step = item[3]
-            if step in (None, 1):
-                guards.append(f"0 <= {i} - {first} < {count}")
-                index.append(f"{i} - {first}")
+            if step in (None, 1, -1):
+                k = f"{i} - {first}" if step != -1 else f"{first} - {i}"
+                guards.append(f"0 <= {k} < {count}")
+                index.append(k)
             else:
                 guards.append(f"({i} - {first}) % {step} == 0 and "
                               f"0 <= ({i} - {first}) // {step} < {count}")

@@ -523,9 +523,9 @@ gemm_parallel = external(_gemm_parallel, "gemm_parallel", _MATRICES, _dtype_key)
 def product(a, b, threads=True):
     """a @ b for matrices: for float32 and float64 where the result has half a tile's
     columns, ``_gemm_small`` where ``b`` is small and the inner dimension one block (any
-    rows), ``_gemm`` where there are MR rows or more; ``np.dot`` (BLAS) for the rest: a
-    result of one or a few columns (a matrix times a vector, shaped as a matrix) would
-    fill a fraction of each tile, and BLAS's matrix-vector product does not pad. With
+    rows), ``_gemm`` where there are MR rows or more; ``blas_product`` for the rest: a
+    result of one column (a matrix times a vector, shaped as a matrix) is ``matvec``'s,
+    one of a few columns BLAS's (it would fill a fraction of each tile). With
     ``threads``, products of PARALLEL multiply-adds or more run on Numba's threads (as many as
     ``numba.set_num_threads`` says), where the cost of starting them is small beside
     the product's. (Asking ``numba.get_num_threads()`` here would make
@@ -569,8 +569,9 @@ def _as_layout(typingctx, a, layout):
 
 
 def blas_product(a, b):
-    """np.dot(a, b) for matrices and vectors of any layout, C or Fortran ordered ones
-    passed to BLAS as they are."""
+    """np.dot(a, b) for matrices and vectors of any layout: a matrix times a vector (or
+    one column) by ``matvec``, other float products by BLAS, C or Fortran ordered
+    operands passed as they are."""
     return np.dot(a, b)
 
 
@@ -628,11 +629,10 @@ def _matvec(a, x):
 
     def impl(a, x):
         n, k = a.shape
-        out = np.empty(n, a.dtype)
         if a.strides[1] == size or k == 1:
-            return matvec_rows(a[:, :], x[:], out)
+            return matvec_rows(a[:, :], x[:], np.empty(n, a.dtype))
         if a.strides[0] == size or n == 1:
-            return matvec_columns(a[:, :], x[:], out)
+            return matvec_columns(a[:, :], x[:], np.empty(n, a.dtype))
         return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(x))
     return impl
 

@@ -42,7 +42,8 @@ def placement(node):
         return None
     spec, picked = [], []
     for axis, item in enumerate(index):
-        if item[0] == "int" and type(item[1]) is int and -out.shape[axis] <= item[1] < out.shape[axis]:
+        if item[0] == "int" and type(item[1]) is int and \
+                -out.shape[axis] <= item[1] < out.shape[axis]:
             spec.append(("int", item[1]))
         elif item[0] == "slice" and all(v is None or type(v) is int for v in item[1:]) \
                 and item[3] != 0:
@@ -113,7 +114,8 @@ def schedule(nodes, live_out, placements=False):
             order.append(group)
 
     def needs(a, b):
-        """Whether open group ``a`` must be emitted after ``b``."""
+        """Whether open group ``a`` must be emitted after ``b`` (the chains are short:
+        a link per placement reading another open group)."""
         return a is b or any(needs(c, b) for c in a.needs if open_groups.get(c.key) is c)
 
     def still_open(group, key):
@@ -142,7 +144,8 @@ def schedule(nodes, live_out, placements=False):
             group.nodes.append(node)
             if placed is not None:
                 group.placements[node.out.id] = placed
-                if source is not None and still_open(source, source.key) and source not in group.needs:
+                if (source is not None and still_open(source, source.key)
+                        and source not in group.needs):
                     group.needs.append(source)
             owner[node.out.id] = group
         elif node.prim.kind == "reduction" and node.inputs[0].ndim > 0:

@@ -26,6 +26,16 @@ def materialized(order, shared=lambda prim: False):
     return out
 
 
+def view_roots(nodes, backend):
+    """{var id: the var id of the array it lives in} for the values of ``nodes`` (in
+    order) that are views, on ``backend``, of another value (through chains of views)."""
+    root = {}
+    for n in nodes:
+        if backend in n.prim.aliases and isinstance(n.inputs[0], Var):
+            root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
+    return root
+
+
 def output_ids(graph):
     """The ids of ``graph``'s outputs (``plan_buffers``'s ``outputs``)."""
     return {v.id for v in graph.outputs if isinstance(v, Var)}
@@ -45,11 +55,7 @@ def plan_buffers(graph, order, materialized, backend="cpu", live=(), outputs=Non
         for n in item_nodes(item):
             for v in n.var_inputs():
                 last_use[v.id] = pos
-    root = {}                         # var id -> the buffer (var id) it lives in
-    for item in order:
-        for n in item_nodes(item):
-            if backend in n.prim.aliases and isinstance(n.inputs[0], Var):
-                root[n.out.id] = root.get(n.inputs[0].id, n.inputs[0].id)
+    root = view_roots((n for item in order for n in item_nodes(item)), backend)
     # never reused: the graph's outputs and ``live`` values, and the buffers they view
     # (inputs and constants are never reused either: they are not ``materialized``)
     if outputs is None:
