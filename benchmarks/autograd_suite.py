@@ -996,8 +996,11 @@ def cause_of(first_line, lost):
         text = pattern.sub(repl, text)
     if text.startswith("TracerError: converting to a NumPy array of a traced value"):
         return "TracerError: converting to a NumPy array of a traced value"
+    if "Unsupported" in text and "complex values are not supported by" in text:
+        op = text.split("complex values are not supported by ", 1)[1].split(" ", 1)[0]
+        return f"UnsupportedError: {op} of complex values"
     if "Unsupported" in text and "complex" in text:
-        return "UnsupportedError: complex numbers are not supported yet"
+        return "UnsupportedError: complex numbers (other)"
     if lost and text.startswith("AssertionError"):
         where = re.search(r"\(in ([^)]*)\)", lost[0])
         if where:

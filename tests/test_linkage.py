@@ -159,3 +159,26 @@ def test_with_numba_disabled_the_product_is_plain_python():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == "512.0"
+
+
+def test_with_numba_disabled_a_kernel_in_parts_runs_as_python(tmp_path):
+    """NUMBA_DISABLE_JIT=1: a kernel too large for one function (in parts) runs its
+    parts as plain Python functions (it crashed switching their compiling off)."""
+    code = ("import sys, numpy as np; sys.path.insert(0, %r)\n"
+            "import jittape as jt\n"
+            "def f(x):\n"
+            "    for k in range(60):\n"
+            "        x = jt.tanh(x * (1.0 + k / 100)) + jt.sin(x) * 0.1\n"
+            "    return jt.sum(x * x)\n"
+            "x = np.linspace(-1, 1, 5)\n"
+            "g = jt.grad(f)(x)\n"
+            "t = jt.constant(x)\n"
+            "with jt.GradientTape() as tape:\n"
+            "    tape.watch(t)\n"
+            "    y = f(t)\n"
+            "print(float(np.abs(g - tape.gradient(y, t).numpy()).max()))\n" % ROOT)
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.split()[-1]) < 1e-12

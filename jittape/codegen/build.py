@@ -718,7 +718,8 @@ def _run_parts(kernel, args):
     another kernel's too, and done already: compiling is allowed again for the run, under
     the lock that such changes hold (``call_shared``). (result, whether any part compiled
     now, not loaded)."""
-    parts = _part_dispatchers(kernel)
+    # (a part run as Python, as under NUMBA_DISABLE_JIT, has no compiling to switch)
+    parts = [p for p in _part_dispatchers(kernel) if hasattr(p, "disable_compile")]
     with LAYOUT_LOCK:
         before = [sum(p.stats.cache_misses.values()) if hasattr(p, "stats") else 0
                   for p in parts]
