@@ -571,7 +571,10 @@ def _symbolic(args, params):
 def _fold(prim, args, params):
     """An op on constants only, computed now (the eager path without tapes)."""
     values = [a._value if isinstance(a, Tensor) else core.coerce_operand(a, prim.name) for a in args]
-    return Tensor._wrap(prim.impl(*values, **params))
+    out = prim.impl(*values, **params)
+    if isinstance(out, (bool, int, float, complex)):   # an operator on Python numbers: as
+        out = np.asarray(out)[()]                       # the eager path, a NumPy scalar
+    return Tensor._wrap(out)
 
 
 def _reading_user_code():

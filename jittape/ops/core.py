@@ -457,7 +457,10 @@ def _check_traced_complex(prim, args, trace):
     """Complex operands of an op in a traced function (trace time only)."""
     for a in args:
         if isinstance(a, Tensor) or hasattr(a, "_var"):       # (a tracer's dtype, too)
-            dtype = a.dtype
+            # (a constant folded while tracing may hold a Python number)
+            value = getattr(a, "_value", None)
+            dtype = np.asarray(value).dtype if isinstance(value, (int, float, complex)) \
+                else a.dtype
         elif isinstance(a, complex):
             dtype = np.dtype(np.complex128)
         elif isinstance(a, (np.ndarray, np.generic)):

@@ -73,10 +73,13 @@ _concatenate = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axi
 @public
 @numpy_dispatch(np.concatenate)
 def concatenate(xs, axis=0):
-    """Join a sequence of tensors along an existing axis."""
+    """Join a sequence of tensors along an existing axis (``axis=None``: flattened
+    first, as NumPy does)."""
     xs = list(xs)
     if not xs:
         raise ValueError(at_user_line("concatenate: needs at least one tensor"))
+    if axis is None:
+        xs, axis = [reshape(x, (-1,)) for x in xs], 0
     ndim = _ndim(xs[0])
     if ndim == 0:
         raise ShapeError(at_user_line(

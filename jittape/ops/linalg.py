@@ -165,10 +165,14 @@ _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract
 
 
 @numpy_dispatch(np.einsum)
-def einsum(spec, *operands):
+def einsum(spec, *operands, optimize=False, **options):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``: ``...`` for the axes
     the letters do not name, any number of operands (contracted two at a time, left to
-    right), no repeated index within an operand (diagonals)."""
+    right, whatever ``optimize`` says), no repeated index within an operand (diagonals)."""
+    if options:
+        raise UnsupportedError(at_user_line(
+            f"einsum: {', '.join(sorted(options))}= not supported (tensors are immutable "
+            "and keep their dtype: cast the operands first)"))
     if not isinstance(spec, str):         # NumPy's other form: op, [axes], op, [axes], [out]
         spec, operands = _interleaved(spec, operands)
     spec = spec.replace(" ", "")

@@ -11,6 +11,7 @@ from .elementwise import (abs, add, cast, clip, conjugate, divide, equal, floor_
                           greater_equal, identity, imag, less, less_equal, logical_and,
                           logical_not, logical_or, mod, multiply, negative, not_equal, power, real,
                           subtract)
+from .elementwise import round as _round
 from .linalg import dot, matmul
 from .reduce import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
 from .indexing import diagonal, getitem, repeat, trace
@@ -170,6 +171,9 @@ class TensorMethods:
 
     def astype(self, dtype):
         return cast(self, dtype)
+
+    def round(self, decimals=0, out=None):
+        return _round(self, decimals, out)
 
     def argmax(self, axis=None, out=None, keepdims=False):
         return argmax(self, axis, out, keepdims)

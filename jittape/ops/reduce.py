@@ -173,27 +173,56 @@ def _counted(x):
     return _ew.cast(x, np.int64) if np.dtype(dtype) == np.bool_ else x
 
 
+def _keywords(op, x, keepdims, dtype, out, where, identity):
+    """``x`` ready for reduction ``op`` under NumPy's keywords: ``dtype`` (the input cast
+    to it first, as NumPy accumulates in it), ``where`` (elements outside the mask
+    replaced by ``identity``); ``out`` is refused (tensors are immutable)."""
+    if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
+        raise TypeError(at_user_line(
+            f"{op}: keepdims must be a bool, got {keepdims!r} (jittape's {op} takes x, axis, "
+            "keepdims by position: pass NumPy's dtype as dtype=...)"))
+    if out is not None:
+        raise UnsupportedError(at_user_line(
+            f"{op}: out= is not supported (tensors are immutable): use the result"))
+    if dtype is not None:
+        x = _ew.cast(x, np.dtype(dtype))
+    if where is not None and where is not True:
+        if identity is None:
+            raise ValueError(at_user_line(
+                f"{op}: where= needs initial= (a reduction of no elements has no value), "
+                "as in NumPy"))
+        x = _ew.where(where, x, identity)
+    return x
+
+
 @numpy_dispatch(np.sum)
-def sum(x, axis=None, keepdims=False):
-    """Sum over ``axis`` (an int, a tuple, or None for all axes)."""
-    return _sum.bind(_counted(x), axis=normalize_axes("sum", axis, _ndim(x)),
-                     keepdims=bool(keepdims))
+def sum(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, where=None):
+    """Sum over ``axis`` (an int, a tuple, or None for all axes); NumPy's ``dtype``,
+    ``initial`` and ``where``."""
+    x = _keywords("sum", _counted(x), keepdims, dtype, out, where, 0)
+    total = _sum.bind(x, axis=normalize_axes("sum", axis, _ndim(x)), keepdims=bool(keepdims))
+    return total if initial is None else _ew.add(total, initial)
 
 
 @numpy_dispatch(np.max, np.amax)
-def max(x, axis=None, keepdims=False):
-    return _max.bind(x, axis=normalize_axes("max", axis, _ndim(x)), keepdims=bool(keepdims))
+def max(x, axis=None, keepdims=False, *, out=None, initial=None, where=None):
+    x = _keywords("max", x, keepdims, None, out, where, initial)
+    m = _max.bind(x, axis=normalize_axes("max", axis, _ndim(x)), keepdims=bool(keepdims))
+    return m if initial is None else _ew.maximum(m, initial)
 
 
 @numpy_dispatch(np.min, np.amin)
-def min(x, axis=None, keepdims=False):
-    return _min.bind(x, axis=normalize_axes("min", axis, _ndim(x)), keepdims=bool(keepdims))
+def min(x, axis=None, keepdims=False, *, out=None, initial=None, where=None):
+    x = _keywords("min", x, keepdims, None, out, where, initial)
+    m = _min.bind(x, axis=normalize_axes("min", axis, _ndim(x)), keepdims=bool(keepdims))
+    return m if initial is None else _ew.minimum(m, initial)
 
 
 @numpy_dispatch(np.prod)
-def prod(x, axis=None, keepdims=False):
-    return _prod.bind(_counted(x), axis=normalize_axes("prod", axis, _ndim(x)),
-                      keepdims=bool(keepdims))
+def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, where=None):
+    x = _keywords("prod", _counted(x), keepdims, dtype, out, where, 1)
+    p = _prod.bind(x, axis=normalize_axes("prod", axis, _ndim(x)), keepdims=bool(keepdims))
+    return p if initial is None else _ew.multiply(p, initial)
 
 
 def count(x, axis, op="mean"):
@@ -212,8 +241,13 @@ def count(x, axis, op="mean"):
 
 @composite(examples=[ex((2, 3)), ex((2, 3), axis=1), ex((2, 1, 4), axis=(0, 2), keepdims=True),
                      ex(())], numpy=(np.mean,))
-def mean(x, axis=None, keepdims=False):
-    """Arithmetic mean (NumPy's: integer inputs give float64)."""
+def mean(x, axis=None, keepdims=False, *, dtype=None, out=None, where=None):
+    """Arithmetic mean (NumPy's: integer inputs give float64); NumPy's ``dtype`` and
+    ``where`` (the mean of the elements the mask selects)."""
+    x = _keywords("mean", x, keepdims, dtype, out, None, None)
+    if where is not None and where is not True:
+        chosen = _shape.broadcast_to(_ew.cast(where, np.int64), shape_of(x))
+        return _ew.divide(sum(x, axis, keepdims, where=where), sum(chosen, axis, keepdims))
     n = count(x, axis)
     return _ew.divide(sum(x, axis, keepdims), n)
 
