@@ -259,12 +259,15 @@ def overhead(jt, da, distributed, client, loss, ridge, cols, chunks, repeat):
     vg(w, Xs, ys)
     tiny, _ = best(lambda: vg(w, Xs, ys), repeat * 3)
     trip, _ = best(lambda: client.submit(int, 1, pure=False).result(), repeat * 3)
+    holders = {a for where in client.who_has(distributed.futures_of(Xs)).values()
+               for a in where}
     return {"tiny_step_s": tiny, "trivial_task_round_trip_s": trip,
-            "parameter_bytes_per_step": int(w.nbytes) * chunks,
-            "how": f"{chunks} chunk tasks each carrying the parameters ({w.nbytes} bytes; "
-                   f"larger than {jt.dask.INLINE_BYTES} bytes they are one key that each "
-                   "worker fetches once), the results (value and gradient per chunk) "
-                   "gathered to the client and added there"}
+            "tasks_per_step": len(holders),
+            "parameter_bytes_per_step": int(w.nbytes) * len(holders),
+            "how": f"one task per worker holding chunks ({len(holders)} for {chunks} chunks), "
+                   f"each carrying the parameters ({w.nbytes} bytes) once and running its "
+                   "chunks in chunk order next to their data; the results (value and "
+                   "gradient per chunk) gathered to the client and added there"}
 
 
 def dask_glm_column(Xd, yd, lamduh, gtol, reference, objective, jt):

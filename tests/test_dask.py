@@ -381,6 +381,17 @@ def test_bitwise_the_same_for_any_number_of_workers(client, data):
     for n in (3, 1):
         _scale(client, n)
         results[f"{n} processes"] = vg(w, Xd, yd)
+        # persisted: one task per worker, its chunks' partial results in chunk order
+        Xp, yp = Xd.persist(), yd.persist()
+        distributed.wait([Xp, yp])
+        grouped = []
+        by_worker = vg._by_worker
+        vg._by_worker = lambda *a: grouped.append(by_worker(*a)) or grouped[-1]
+        try:
+            results[f"{n} processes, persisted"] = vg(w, Xp, yp)
+        finally:
+            del vg._by_worker
+        assert grouped[0] is not None and len(grouped[0]) == len(chunks)
         assert len(client.scheduler_info(n_workers=-1)["workers"]) == n
     for scheduler, workers in (("threads", 3), ("sync", 1), ("processes", 2)):
         with dask.config.set(scheduler=scheduler, num_workers=workers):

@@ -26,10 +26,12 @@ How a step runs (docs/dask.md says more):
   one, the first to compile writes it and the others load it; a worker without one
   compiles once and keeps the kernel for the life of its process.
 * Each step ships the parameters (the kernel's inputs other than the data) once to each
-  worker that needs them, one task per chunk runs where the chunk is, and the partial
-  results are added by a pairwise tree whose shape depends on the number of chunks
-  only: for a fixed chunking the result is bitwise the same whatever the number of
-  workers, and in whatever order they finish.
+  worker that needs them. On a distributed cluster with the data persisted, one task per
+  worker runs that worker's chunks where they are and returns each chunk's partial
+  result; elsewhere (chunks whose worker is not known, other schedulers) one task per
+  chunk does. The partial results are added by a pairwise tree over the chunks whose
+  shape depends on the number of chunks only: for a fixed chunking the result is bitwise
+  the same whatever the number of workers, and in whatever order they finish.
 * The kernel is traced with the data's first axis of a size other than 1, so one kernel
   serves every chunk: sizes are read at run time, and a ragged last chunk takes the same
   kernel. A chunk of one row is run as that row twice (the kernel's signature says the
@@ -72,6 +74,7 @@ from . import worker
 INSTALL = "pip install 'jittape[dask]'"
 _REDUCE = ("sum", "mean")
 INLINE_BYTES = 64 * 1024      # parameters up to this size are sent with each chunk's task
+                              # (where a step is one task per chunk)
 PLANS = 8                     # chunkings (and argument kinds) whose plans a gradient keeps
 
 
@@ -200,11 +203,16 @@ class DaskGradient:
             ship = False
         else:                  # the process scheduler's workers live for one compute
             ship = True
-        parts, rows = self._graph(plan, step, [args[i] for i in data], ship)
-        if ship is False and client is not None:
-            parts = client.compute(parts, sync=True)
-        else:
-            parts = dask.compute(parts, scheduler=scheduler)[0]
+        arrays = [args[i] for i in data]
+        rows = sum(int(r) for r in arrays[0].chunks[0])
+        parts = self._by_worker(client, plan, step, arrays) if not ship and \
+            _is_client(client) else None
+        if parts is None:                   # (where the chunks are is not known)
+            parts = self._graph(plan, step, arrays, ship)
+            if ship is False and client is not None:
+                parts = client.compute(parts, sync=True)
+            else:
+                parts = dask.compute(parts, scheduler=scheduler)[0]
         value, grads = _tree_sum(parts)
         if self.reduce == "mean":
             dtype = np.result_type(value)
@@ -475,7 +483,52 @@ class DaskGradient:
                 digest, plan.records[digest] if ship else None, step_d, index, int(r),
                 weight, *[c[index] for c in chunks],
                 dask_key_name=f"jittape-partial-{token}-{index}"))
-        return parts, sum(int(r) for r in rows)
+        return parts
+
+    def _by_worker(self, client, plan, step, arrays):
+        """The step on a distributed cluster as one task per worker that holds chunks:
+        each runs its chunks in chunk order and returns their partial results one by
+        one (the client's tree over the chunks is the same, so is the sum), and carries
+        the parameters once. The chunks are the tasks' dependencies and the tasks ask
+        for the worker that holds them, so no data moves; another worker may take a
+        task whose worker is lost. None where a chunk is not a persisted block whose
+        worker the scheduler knows (the step is then one task per chunk)."""
+        from dask.core import flatten
+        from distributed import futures_of
+        held = {}
+        for a in arrays:
+            held.update((f.key, f) for f in futures_of(a))
+        chunks = [[held.get(k) for k in flatten(a.__dask_keys__())] for a in arrays]
+        if any(f is None for c in chunks for f in c):
+            return None
+        rows = arrays[0].chunks[0]
+        live = [i for i, r in enumerate(rows) if r]
+        # a chunk goes where its largest block is (the others follow it if elsewhere)
+        big = max(range(len(arrays)), key=lambda j: arrays[j].dtype.itemsize * int(
+            np.prod(arrays[j].shape[1:])))
+        who = client.who_has([chunks[big][i] for i in live])
+        groups = {}
+        for i in live:
+            where = who.get(chunks[big][i].key)
+            if not where:
+                return None
+            groups.setdefault(sorted(where)[0], []).append(i)
+        token = uuid.uuid4().hex[:12]
+        futures, order = [], sorted(groups.items())
+        for n, (addr, group) in enumerate(order):
+            jobs = []
+            for i in group:
+                size = _effective(rows[i])
+                weight = float(rows[i]) if self.reduce == "mean" else rows[i] / size
+                jobs.append((plan.by_size[size], i, int(rows[i]), weight))
+            futures.append(client.submit(
+                worker.partials, step, jobs, *[c[i] for i in group for c in chunks],
+                workers=[addr], allow_other_workers=True, pure=False,
+                key=f"jittape-partials-{token}-{n}"))
+        parts = {}
+        for (_, group), results in zip(order, client.gather(futures)):
+            parts.update(zip(group, results))
+        return [parts[i] for i in live]
 
     def _register(self, client, plan):
         """Give the plan's graphs to the cluster's workers, once per client: as a worker

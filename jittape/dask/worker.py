@@ -1,5 +1,5 @@
 """The workers' side of ``jt.dask``: graphs installed once per process, built into
-kernels at their first chunk, and the task that runs one chunk.
+kernels at their first chunk, and the tasks that run one chunk or a worker's chunks.
 
 A record is ``(digest, graph bytes, packing, spec)``: the serialized graph
 (``serialize.dumps``), how the kernel's inputs stack (``passes.packing``, as plain data),
@@ -160,6 +160,15 @@ def partial(digest, record, step, index, rows, weight, *arrays):
         value = value * np.result_type(value).type(weight)
         grads = [g * np.result_type(g).type(weight) for g in grads]
     return value, grads
+
+
+def partials(step, jobs, *arrays):
+    """Task: the partial results of one worker's chunks, each as ``partial`` gives it,
+    in the order of ``jobs`` (``(digest, index, rows, weight)`` each, in chunk order);
+    ``arrays``: each chunk's data arrays, chunk after chunk."""
+    n = len(arrays) // len(jobs)
+    return [partial(digest, None, step, index, rows, weight, *arrays[k * n:(k + 1) * n])
+            for k, (digest, index, rows, weight) in enumerate(jobs)]
 
 
 def add(a, b):
