@@ -1097,10 +1097,11 @@ FEATURES = {"custom_gradient": gen_custom, "guard": gen_guard, "loop": gen_loop}
 STEPS = {**{name: GENERATORS[spec.kind] for name, spec in OPS.items()}, **STRUCTURED, **FEATURES}
 
 
-@st.composite
-def programs(draw):
+def _begin(draw, grads, inputs):
+    """(builder with its inputs, mode, compiled) of a new program: ``grads`` of the
+    modes' draws are "grad", ``inputs`` the choices of how many inputs."""
     dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
-    mode = draw(st.sampled_from(["grad"] * 6 + ["hessian", "function", "jvp", "vmap"]))
+    mode = draw(st.sampled_from(["grad"] * grads + ["hessian", "function", "jvp", "vmap"]))
     if mode == "hessian":
         dtype = np.float64
     b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
@@ -1109,8 +1110,14 @@ def programs(draw):
     luck = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))).random(2)
     compiled = luck[0] < 1 / COMPILE_EVERY
     b.cuda = compiled and luck[1] < 1 / CUDA_EVERY
-    for _ in range(draw(st.sampled_from([1, 2, 2]))):
+    for _ in range(draw(st.sampled_from(inputs))):
         b.input(draw(shapes()))
+    return b, mode, compiled
+
+
+@st.composite
+def programs(draw):
+    b, mode, compiled = _begin(draw, 6, [1, 2, 2])
     for _ in range(draw(st.sampled_from(range(2, 10)))):
         name = _pick(draw, b, sorted(STEPS))
         STEPS[name](draw, b, OPS, name)
@@ -1424,16 +1431,7 @@ if SEED is not None:
 def sorting_programs(draw):
     """``programs``' programs with two sorting steps (a sort, a partition or an order
     statistic) among the others: after one of the inputs, and after the other steps."""
-    dtype = draw(st.sampled_from([np.float64, np.float64, np.float32]))
-    mode = draw(st.sampled_from(["grad"] * 5 + ["hessian", "function", "jvp", "vmap"]))
-    if mode == "hessian":
-        dtype = np.float64
-    b = Builder(dtype, np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))))
-    luck = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1))).random(2)
-    compiled = luck[0] < 1 / COMPILE_EVERY
-    b.cuda = compiled and luck[1] < 1 / CUDA_EVERY
-    for _ in range(draw(st.sampled_from([1, 2]))):
-        b.input(draw(shapes()))
+    b, mode, compiled = _begin(draw, 5, [1, 2])
     gen_sorting(draw, b, OPS, draw(st.sampled_from(SORTING)))
     for _ in range(draw(st.sampled_from(range(1, 5)))):
         name = _pick(draw, b, sorted(STEPS))

@@ -44,6 +44,7 @@ import scipy.special as sp
 
 import jittape as jt
 import jittape.scipy.special as jsp
+from corpus import _avoiding
 
 HERE = __file__.rsplit("/", 1)[-1]
 
@@ -57,16 +58,7 @@ def U(lo, hi, *shape):
 
 def away(lo, hi, *shape, points=(0.0,), margin=0.1):
     """Uniform draws in [lo, hi) at least ``margin`` from every point (kinks, bounds)."""
-    def draw(rng):
-        x = rng.uniform(lo, hi, shape)
-        while True:
-            bad = np.zeros(x.shape, bool)
-            for p in points:
-                bad |= np.abs(x - p) < margin
-            if not bad.any():
-                return x
-            x[bad] = rng.uniform(lo, hi, int(bad.sum()))
-    return draw
+    return lambda rng: _avoiding(rng, lo, hi, shape, points, margin)
 
 
 def distinct(*shape, gap=0.25):
