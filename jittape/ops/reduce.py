@@ -173,11 +173,18 @@ def _counted(x):
     return _ew.cast(x, np.int64) if np.dtype(dtype) == np.bool_ else x
 
 
+def _flag(keepdims):
+    """``keepdims`` as a bool: None (TensorFlow's default) and NumPy's ``_NoValue`` (what
+    NumPy's own Python functions pass on) are False."""
+    return False if keepdims is None or keepdims is getattr(np, "_NoValue", None) \
+        else bool(keepdims)
+
+
 def _keywords(op, x, keepdims, dtype, out, where, identity):
     """``x`` ready for reduction ``op`` under NumPy's keywords: ``dtype`` (the input cast
     to it first, as NumPy accumulates in it), ``where`` (elements outside the mask
     replaced by ``identity``); ``out`` is refused (tensors are immutable)."""
-    if not isinstance(keepdims, (bool, np.bool_, int, np.integer)):
+    if isinstance(keepdims, (type, np.dtype, str)):     # NumPy's dtype by position
         raise TypeError(at_user_line(
             f"{op}: keepdims must be a bool, got {keepdims!r} (jittape's {op} takes x, axis, "
             "keepdims by position: pass NumPy's dtype as dtype=...)"))
@@ -200,28 +207,28 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, whe
     """Sum over ``axis`` (an int, a tuple, or None for all axes); NumPy's ``dtype``,
     ``initial`` and ``where``."""
     x = _keywords("sum", _counted(x), keepdims, dtype, out, where, 0)
-    total = _sum.bind(x, axis=normalize_axes("sum", axis, _ndim(x)), keepdims=bool(keepdims))
+    total = _sum.bind(x, axis=normalize_axes("sum", axis, _ndim(x)), keepdims=_flag(keepdims))
     return total if initial is None else _ew.add(total, initial)
 
 
 @numpy_dispatch(np.max, np.amax)
 def max(x, axis=None, keepdims=False, *, out=None, initial=None, where=None):
     x = _keywords("max", x, keepdims, None, out, where, initial)
-    m = _max.bind(x, axis=normalize_axes("max", axis, _ndim(x)), keepdims=bool(keepdims))
+    m = _max.bind(x, axis=normalize_axes("max", axis, _ndim(x)), keepdims=_flag(keepdims))
     return m if initial is None else _ew.maximum(m, initial)
 
 
 @numpy_dispatch(np.min, np.amin)
 def min(x, axis=None, keepdims=False, *, out=None, initial=None, where=None):
     x = _keywords("min", x, keepdims, None, out, where, initial)
-    m = _min.bind(x, axis=normalize_axes("min", axis, _ndim(x)), keepdims=bool(keepdims))
+    m = _min.bind(x, axis=normalize_axes("min", axis, _ndim(x)), keepdims=_flag(keepdims))
     return m if initial is None else _ew.minimum(m, initial)
 
 
 @numpy_dispatch(np.prod)
 def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, where=None):
     x = _keywords("prod", _counted(x), keepdims, dtype, out, where, 1)
-    p = _prod.bind(x, axis=normalize_axes("prod", axis, _ndim(x)), keepdims=bool(keepdims))
+    p = _prod.bind(x, axis=normalize_axes("prod", axis, _ndim(x)), keepdims=_flag(keepdims))
     return p if initial is None else _ew.multiply(p, initial)
 
 
