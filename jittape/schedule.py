@@ -30,7 +30,7 @@ import collections
 from .control import region_of
 from .passes import projections, repeats
 from .passes.fuse import item_nodes, nest, schedule  # noqa: F401 (item_nodes: for printers)
-from .passes.memory import materialized, output_ids, plan_buffers
+from .passes.memory import materialized, output_ids, plan_buffers, view_roots  # noqa: F401
 
 
 class Policy:

@@ -24,7 +24,6 @@ from ..ir import Var
 from ..passes import Group, Nest
 from .. import schedule
 from ..passes.fuse import row_reduction
-from ..passes.memory import view_roots
 from ..ops.core import COSTLY
 from . import mathlib, names
 
@@ -278,7 +277,7 @@ class Pool:
     def __init__(self, ctx, body, carries):
         self.ctx = ctx
         self.before, self.after = [], []
-        root = view_roots(body.nodes, "cpu")
+        root = schedule.view_roots(body.nodes, "cpu")
         kept = [root.get(v.id, v.id) for v in body.outputs[:carries] if isinstance(v, Var)]
         self.carried = set(kept)
         inputs = {v.id for v in body.inputs}

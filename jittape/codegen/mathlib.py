@@ -652,19 +652,24 @@ for _ftype, _suffix in ((np.float32, "f32"), (np.float64, "f64")):
         globals()[f"{_name}_{_suffix}"] = _public(f"{_name}_{_suffix}", _ftype, _fn)
 
 
+def numpy_functions():
+    """{name: NumPy's (or SciPy's) function on one number} for each function here: what
+    they compute, run where Numba compiles nothing."""
+    from scipy import special
+    return {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+            "tanh": np.tanh, "sigmoid": special.expit,
+            "softplus": lambda x: np.logaddexp(0, x), "relu": lambda x: np.maximum(x, 0),
+            "sinh": np.sinh, "cosh": np.cosh, "log2": np.log2, "log10": np.log10,
+            "exp2": np.exp2, "erf": special.erf}
+
+
 def _numpy_versions():
     """The functions as NumPy computes them on one number, in its float type, for a
     process where Numba compiles nothing (``NUMBA_DISABLE_JIT``): the bit-level
     intrinsics they are written with have no Python implementation."""
-    from scipy import special
     made = {}
     for ftype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
-        for name, fn in (("exp", np.exp), ("expm1", np.expm1), ("log", np.log),
-                         ("log1p", np.log1p), ("tanh", np.tanh), ("sigmoid", special.expit),
-                         ("softplus", lambda x: np.logaddexp(0, x)),
-                         ("relu", lambda x: np.maximum(x, 0)), ("sinh", np.sinh),
-                         ("cosh", np.cosh), ("log2", np.log2), ("log10", np.log10),
-                         ("exp2", np.exp2), ("erf", special.erf)):
+        for name, fn in numpy_functions().items():
             def call(x, fn=fn, ftype=ftype):
                 with np.errstate(all="ignore"):       # (inf and NaN, as NumPy's arrays)
                     return ftype(fn(ftype(x)))

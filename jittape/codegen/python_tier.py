@@ -73,14 +73,17 @@ def _no_jit(*args, **options):
 def _python_math():
     """mathlib's functions (``exp_f64``, ...) in Python: each takes a number and returns
     its own float type, NaN and inf as NumPy gives them."""
-    from .mathlib import FUNCTIONS
+    from .mathlib import FUNCTIONS, numpy_functions
     from .runtime import make_helpers
+    helpers = ("sigmoid", "softplus", "relu")
     out = {}
     for ftype, suffix in ((np.float32, "f32"), (np.float64, "f64")):
-        made = {name: _total(ftype, getattr(math, name), getattr(np, name))
-                for name in ("exp", "expm1", "log", "log1p", "tanh")}
-        made.update(zip(("sigmoid", "softplus", "relu"),
-                        make_helpers(ftype, made["exp"], made["log1p"], np.maximum, np.absolute)))
+        # Python's math where it has the function (a NumPy call per number costs ten
+        # times as much), NumPy's where math raises (inf, NaN) or has none
+        made = {name: _total(ftype, getattr(math, name, fn), fn)
+                for name, fn in numpy_functions().items() if name not in helpers}
+        made.update(zip(helpers, make_helpers(ftype, made["exp"], made["log1p"], np.maximum,
+                                              np.absolute)))
         out.update((f"{name}_{suffix}", made[name]) for name in FUNCTIONS)
     return out
 
