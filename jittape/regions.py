@@ -154,17 +154,17 @@ def _lower_scan(ctx, node):
     # (in the order the backend is asked: a row's lines say what the body reads)
     inner = [ctx.row(x, ctx.name(v), t) for x, v in zip(elements, node.inputs[nc:nc + nx])]
     stacked = [(j, y) for j, y in enumerate(ys) if isinstance(y, Var) and nc + j in used]
-    before, block, after = ctx.pooled_block(node, "body", nc)
-    inner += block
+    pooled = ctx.pooled_block(node, "body", nc)
+    inner += pooled.lines
     inner += [ctx.put(f"{region}_{nc + j}", t, y) for j, y in stacked]
-    inner += ctx.step(carries, new) + after
-    lines += before
+    inner += ctx.step(carries, new) + pooled.after
+    lines += pooled.before
     lines.append(f"for {t} in {steps}:   # {n} steps of the body below")
     lines += ["    " + line for line in inner]
     for j, (c, v) in enumerate(zip(carries, new)):
-        if j in used:
-            lines += ctx.result(f"{region}_{j}", c, _fresh(body, v))
-    return lines
+        if j in used:     # (a copy where the body's buffers are borrowed: see Pool)
+            lines += ctx.result(f"{region}_{j}", c, _fresh(body, v) and not pooled.done)
+    return lines + pooled.done
 
 
 def _lower_output(ctx, node):
@@ -573,7 +573,8 @@ def _lower_while(ctx, node):
         for st, c in zip(stacks, carries):
             lines += ctx.stack(st, _rows(ctx, size, c.shape), c.dtype, fixed=False)
     # (the test carries nothing to the next step: its pool swaps nothing)
-    test_before, inner, _ = ctx.pooled_block(node, "cond", 0)
+    testing = ctx.pooled_block(node, "cond", 0)
+    inner = list(testing.lines)
     read, test = ctx.on_host(cond.outputs[0])
     inner += read + [f"if not {test}:", "    break"]
     if grad:                          # the step's carry, kept for the backward loop
@@ -581,28 +582,30 @@ def _lower_while(ctx, node):
         inner += ["    " + ctx.grow(st, size) for st in stacks]
         inner += [ctx.put(st, count, c) for st, c in zip(stacks, carries)]
         inner.append(f"{count} += 1")
-    body_before, block, body_after = ctx.pooled_block(node, "body", nc)
-    inner += block
-    inner += ctx.step(carries, body.outputs) + body_after
-    lines += test_before + body_before
+    step = ctx.pooled_block(node, "body", nc)
+    inner += step.lines
+    inner += ctx.step(carries, body.outputs) + step.after
+    lines += testing.before + step.before
     lines.append("while True:   # the loop of jt.while_loop")
     lines += ["    " + line for line in inner]
     if not grad:     # (copied: a loop that ran no step leaves the initial value, an input)
         return lines + [line for j, c in enumerate(carries)
-                        for line in ctx.result(f"{region}_{j}", c, False)]
+                        for line in ctx.result(f"{region}_{j}", c, False)] + testing.done + step.done
+    lines += testing.done + step.done
     back, nb = p["back"], p["cotangents"]
     own = back.inputs[:nb]
     lines += ctx.enter(own, node.inputs[nc:nc + nb])
     t = ctx.tmp("step")
     inner = [ctx.row(c, st, t) for st, c in zip(stacks, back.inputs[nb:nb + nc])]
-    before, block, after = ctx.pooled_block(node, "back", nb)
-    inner += block
-    inner += ctx.step(own, back.outputs) + after
-    lines += before
+    pooled = ctx.pooled_block(node, "back", nb)
+    inner += pooled.lines
+    inner += ctx.step(own, back.outputs) + pooled.after
+    lines += pooled.before
     lines.append(f"for {t} in range({count} - 1, -1, -1):   # the steps' VJPs, last first")
     lines += ["    " + line for line in inner]
     # (copied, as above: no step leaves the initial)
-    return lines + [line for j, g in enumerate(own) for line in ctx.result(f"{region}_{j}", g, False)]
+    return (lines + [line for j, g in enumerate(own) for line in ctx.result(f"{region}_{j}", g, False)]
+            + pooled.done)
 
 
 def _rows(ctx, count, shape):

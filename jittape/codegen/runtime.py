@@ -163,6 +163,22 @@ def scratch(size, value, dtype):
     return np.full(size, value, dtype)
 
 
+def borrow(a):
+    """``a`` without its owner: the same memory, shape and strides, with no reference
+    count. A loop's step makes its arrays in buffers made before the loop (``Pool`` in
+    codegen/cpu.py); each time a step binds one to a name, slices it or swaps a carry,
+    Numba counts a reference up or down with an atomic instruction: most of a small
+    step's time. A borrowed buffer costs none of that. Its owner must outlive it
+    (``keep`` after the loop), and it must not leave the kernel (a loop's results are
+    copies of it)."""
+    return a
+
+
+def keep(a):
+    """Nothing: a use of ``a`` that keeps the owner of borrowed buffers alive to here."""
+    return None
+
+
 def fill(a, value):
     """Every element of ``a`` (C ordered) set to ``value`` (cast to its dtype); ``a``."""
     a[...] = value
@@ -219,6 +235,22 @@ def _type_scratch(context):
         dt = _dtype(dtype)
         if isinstance(size, types.IntegerLiteral) and dt is not None and _is_scalar(value):
             return types.Array(dt, 1, "C")
+    return typer
+
+
+@type_callable(borrow)
+def _type_borrow(context):
+    def typer(a):
+        if isinstance(a, types.Array):
+            return a
+    return typer
+
+
+@type_callable(keep)
+def _type_keep(context):
+    def typer(a):
+        if isinstance(a, types.Array):
+            return types.none
     return typer
 
 
@@ -314,6 +346,22 @@ def _lower_scratch(context, builder, sig, args):
                    meminfo=None)                  # no owner: nothing to count or free
     _set_all(context, builder, arrtype, ary, size, sig.args[1], args[1])
     return impl_ret_borrowed(context, builder, arrtype, ary._getvalue())
+
+
+@lower_builtin(borrow, types.Array)
+def _lower_borrow(context, builder, sig, args):
+    arrtype = sig.args[0]
+    ary = make_array(arrtype)(context, builder, args[0])
+    out = make_array(arrtype)(context, builder)
+    populate_array(out, data=ary.data, shape=cgutils.unpack_tuple(builder, ary.shape),
+                   strides=cgutils.unpack_tuple(builder, ary.strides),
+                   itemsize=ary.itemsize, meminfo=None)    # no owner: nothing to count
+    return impl_ret_borrowed(context, builder, arrtype, out._getvalue())
+
+
+@lower_builtin(keep, types.Array)
+def _lower_keep(context, builder, sig, args):
+    return context.get_dummy_value()
 
 
 @lower_builtin(fill, types.Array, types.Any)

@@ -776,7 +776,7 @@ def _lower_getitem(ctx, node):
     lines = list(before)
     if out.ndim == 0:
         return lines + _nest([], reads, [f"{o} = {xn}[{index}]"], _cpu_reads(ctx))
-    lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+    lines += ctx.new(out)
     body = [f"{o}[{', '.join(f'i{k}' for k in range(out.ndim))}] = {xn}[{index}]"]
     return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_reads(ctx))
 
@@ -825,7 +825,7 @@ def _lower_concatenate(ctx, node):
         # rows after rows: a copy of each part into place (runtime.put), where Numba's
         # np.concatenate compiles anew for each number of parts, seconds for many
         o = ctx.name(out)
-        lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+        lines += ctx.new(out)
         fixed, sizes = 0, []          # the offset: literal sizes summed here, others added
         for v, name in zip(node.inputs, parts):
             offset = " + ".join(([str(fixed)] if fixed or not sizes else []) + sizes)
@@ -854,7 +854,7 @@ def _lower_stack(ctx, node):
             name = tmp
         parts.append(name)
     if axis == 0:        # one copy per part into its row (runtime.put), as concatenate's
-        lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
+        lines += ctx.new(out)
         lines += [f"put({o}, {k}, {name})" for k, name in enumerate(parts)]
         return lines
     lines.append(f"{o} = np.stack(({', '.join(parts)},), axis={axis})")

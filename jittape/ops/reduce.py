@@ -663,7 +663,7 @@ def _cumulative_lowering(backend, init, step):
         if backend == "cuda":
             return [ctx.buffer(out)] + ctx.per_element([f"{xn}.shape[{a}]" for a in outer],
                                                        body, node)
-        lines = [f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+        lines = ctx.new(out)
         loops, pad = _shape._loops([f"{xn}.shape[{a}]" for a in outer])
         return lines + loops + [pad + line for line in body]
     return lower

@@ -375,7 +375,7 @@ def _lower_transpose(ctx, node):
         return [f"{o} = {xn}.T"]
     # N-D: a copy in a loop nest (Numba's np.transpose is slow to compile)
     axes = node.params["axes"]
-    lines = [f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})"]
+    lines = ctx.new(out)
     loops, pad = _loops([f"{o}.shape[{k}]" for k in range(out.ndim)])
     src = [""] * x.ndim
     for k, a in enumerate(axes):
