@@ -6,9 +6,10 @@ rest) and applies ``jt.optim``'s update, L-BFGS's line search included, until th
 gradient is small enough, the step budget is spent, or L-BFGS cannot go lower. One call
 of that function runs a chunk of iterations; Python sees the state between chunks only:
 it keeps the best point so far, updates the progress bar, calls the callback, and
-returns that best point if Ctrl-C arrives. The first chunk is short, and the others are
-sized from its speed to take about ``CHUNK_SECONDS`` each, so a long run answers Ctrl-C
-within a fraction of a second and a short one is one or two native calls.
+returns that best point if Ctrl-C arrives. Chunks are sized to take about
+``CHUNK_SECONDS`` each from the speed the last chunk of this kernel at these sizes
+measured (the first run's first chunk is short, and measures it), so a long run answers
+Ctrl-C within a fraction of a second and a short one is one native call.
 
 ``value_and_grad=`` runs the same algorithms driven by Python with a gradient that is
 not a jittape kernel (a ``jt.dask`` gradient, a user's callback); their updates then run
@@ -34,7 +35,7 @@ from .tape import GradientTape, UnconnectedGradients
 from .tensor import Tensor
 
 CHUNK_SECONDS = 0.2      # the aim for one native chunk after the first
-FIRST_CHUNK = 256        # iterations of the first chunk (it also measures the speed)
+FIRST_CHUNK = 256        # iterations of a first chunk of unknown speed (it measures it)
 
 _METHODS = {
     "lbfgs": (optim.LBFGS, 1.0),
@@ -48,6 +49,8 @@ _METHODS = {
 
 _BUILT_IN = frozenset(make for make, _ in _METHODS.values())
 _CHUNKS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref.WeakKeyDictionary()
+# seconds per iteration of a chunk function, by the sizes and dtypes of its arguments
+_SPEEDS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, float]]" = weakref.WeakKeyDictionary()
 
 
 def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: int = 1000,
@@ -294,7 +297,14 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     nit = nfev = 0
     status, message = 1, "the iteration limit was reached"
     bar = _Progress(steps) if progress else None
-    size = int(callback_every) if callback_every else min(FIRST_CHUNK, steps) or 1
+    speeds, sizes = _speeds(chunk), _sizes(x, args)
+    per = speeds.get(sizes)
+    if callback_every:
+        size = int(callback_every)
+    elif per:
+        size = max(1, min(steps, int(CHUNK_SECONDS / per)))
+    else:
+        size = min(FIRST_CHUNK, steps)
     interrupted = False
     try:
         while True:
@@ -305,6 +315,8 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
                                                          np.float64(tol), *args)
             seconds = time.perf_counter() - start
             k, v = int(k), float(v)
+            per = seconds / max(k, 1)
+            speeds[sizes] = per
             nit += k
             nfev += int(used)
             x = _as_numpy(x)
@@ -330,7 +342,6 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
                 status, message = 4, "the callback asked to stop"
                 break
             if not callback_every:     # chunks of about CHUNK_SECONDS from here
-                per = seconds / max(k, 1)
                 size = max(1, int(CHUNK_SECONDS / per) if per > 0 else steps)
     except KeyboardInterrupt:
         interrupted = True
@@ -347,6 +358,19 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     if callback is not None and not interrupted:
         callback(result)
     return result
+
+
+def _speeds(chunk):
+    try:
+        return _SPEEDS.setdefault(chunk, {})
+    except TypeError:
+        return {}
+
+
+def _sizes(x, args):
+    """What a chunk's speed depends on besides its function: its arguments' shapes and
+    dtypes (Python numbers as their types)."""
+    return tuple((np.shape(a), getattr(a, "dtype", type(a))) for a in tree.leaves((x, args)))
 
 
 class _interrupts_as_such:
