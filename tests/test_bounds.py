@@ -97,6 +97,31 @@ def test_index_array_rows_match_numpy_and_are_checked(target):
         g(x, np.array([[0, 4], [1, 1]]))
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_traced_row_index_is_checked_and_its_row_read_in_place(target):
+    # x[i] with i a traced integer: a view of row i (no copy of the row), checked
+    x = np.arange(12.0).reshape(3, 4)
+    f = jt.function(lambda x, i: x[i] * 2.0 + x[i], target=target)
+    g = jt.grad(lambda x, i: jt.sum(x[i] ** 2), target=target)
+    for i in (0, 2, -1, -3):
+        np.testing.assert_allclose(f(x, np.int64(i)), 3 * x[i])
+        expected = np.zeros_like(x)
+        expected[i] = 2 * x[i]
+        np.testing.assert_allclose(g(x, np.int64(i)), expected)
+    with pytest.raises(IndexError, match=rf"index 3 is out of bounds for axis 0 with size 3 "
+                                         rf"\(at .*{HERE}:\d+\)"):
+        f(x, np.int64(3))
+    with pytest.raises(IndexError, match="index -4 is out of bounds for axis 0 with size 3"):
+        g(x, np.int64(-4))
+    # inside a loop, where the row of a carried history is read at each step
+    def rows(x):
+        return jt.fori_loop(0, 3, lambda k, acc: acc + x[2 - k] * (k + 1.0), jt.zeros_like(x[0]))
+    np.testing.assert_allclose(jt.function(rows, target=target)(x), x[2] + 2 * x[1] + 3 * x[0])
+    if target == "cpu":                 # the row is a view: a plain x[ix] after the check
+        source = f.lower(x, np.int64(0)).source
+        assert re.search(r"^ *v\d+ = \w+\[ix\d+\]$", source, re.M), source
+
+
 def test_index_array_out_of_range_eager_raises():
     x = jt.Variable(np.ones((3, 4)))
     with pytest.raises(IndexError):

@@ -772,6 +772,13 @@ def _lower_getitem(ctx, node):
     basic = _basic_index(node.params["index"]) if not arrays and out.ndim else None
     if basic is not None:            # ints and slices of literal bounds: a view, no loop
         return [f"{o} = {xn}[{basic}]"]
+    if out.ndim and len(arrays) == 1 and arrays[0].ndim == 0 and node.params["index"] == (("array", 0),):
+        # one traced integer picking a block along the first axis (a row of L-BFGS's
+        # history, a step's slice): checked, then a view, as NumPy's x[int] (a copy
+        # would write the whole block at each step)
+        before, reads, _ = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
+        (_, t, source, n, template), = reads
+        return before + _cpu_reads(ctx)(t, source, n, template) + [f"{o} = {xn}[{t}]"]
     before, reads, index = _index_code(ctx, node, x.ndim, xn, arrays, out.ndim)
     lines = list(before)
     if out.ndim == 0:
