@@ -164,6 +164,29 @@ def test_python_values_in_the_result_are_kept():
     assert out["tag"] == "double" and out["n"] == 3 and out["none"] is None
 
 
+def test_nested_results_are_rebuilt_by_one_expression_of_the_kernel_s_outputs():
+    from jittape.optim import Adam
+    opt = Adam(learning_rate=0.1)
+
+    @jt.function
+    def step(x, state):               # (params, optimizer state: a dataclass of dicts)
+        g = 2 * x
+        new_x, new_state = opt.update(x, g, state)
+        return new_x, new_state, [jt.reduce_sum(x * x), "loss", None]
+
+    x, state = np.array([1.0, -2.0]), opt.init(np.array([1.0, -2.0]))
+    for _ in range(3):
+        x, state, (loss, tag, nothing) = step(x, state)
+    want_x, want_state = np.array([1.0, -2.0]), opt.init(np.array([1.0, -2.0]))
+    for _ in range(3):
+        want_x, want_state = opt.update(jt.constant(want_x), jt.constant(2 * want_x), want_state)
+        want_x = want_x.numpy()
+    np.testing.assert_allclose(x, want_x, rtol=1e-14)
+    assert type(state) is type(want_state) and set(state.slots) == set(want_state.slots)
+    assert isinstance(loss, np.float64) and (tag, nothing) == ("loss", None)
+    assert step.cache_info().traces == 1
+
+
 def test_nested_tapes_give_a_hessian_in_compiled_code():
     @jt.function
     def hessian(x):

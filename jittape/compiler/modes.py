@@ -350,12 +350,31 @@ def _function_outputs(trace, result, name, target):
         body = "out[0]" if ranks[0] else _scalar_code("out[0]", dtypes[0], names, target)
         return outputs, _expr_packer(body, names)
 
+    if _displayable(treedef):     # one expression, as for a single result (it runs every call)
+        names = {}
+        items = []
+        for k, slot in enumerate(slots):
+            if slot is None:
+                items.append(f"STATIC{k}")
+                names[items[-1]] = statics[k]
+            else:
+                items.append(f"out[{slot}]" if ranks[slot]
+                             else _scalar_code(f"out[{slot}]", dtypes[slot], names, target))
+        return outputs, _expr_packer(_tree_code(treedef, items, names), names)
+
     def pack(out):
         values = [statics[k] if slot is None else _numpy(out[slot], dtypes[slot])
                   for k, slot in enumerate(slots)]
         return tree.unflatten(treedef, values)
 
     return outputs, pack
+
+
+def _displayable(td):
+    """Whether structure ``td`` is leaves in dicts, lists, tuples and dataclasses, which
+    ``_tree_code`` writes as one expression."""
+    return td.kind == "leaf" or (td.kind in ("dict", "list", "tuple", "dataclass")
+                                 and all(_displayable(c) for c in td.children))
 
 
 def _jacobian_outputs(compiled, trace, value, diff_inputs, aux):
