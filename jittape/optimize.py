@@ -370,6 +370,8 @@ def _speeds(chunk):
 def _sizes(x, args):
     """What a chunk's speed depends on besides its function: its arguments' shapes and
     dtypes (Python numbers as their types)."""
+    if not args and isinstance(x, np.ndarray):        # (the usual case, at every call)
+        return x.shape, x.dtype
     return tuple((np.shape(a), getattr(a, "dtype", type(a))) for a in tree.leaves((x, args)))
 
 
