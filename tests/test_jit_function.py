@@ -279,6 +279,20 @@ def test_compiled_gradients_compose_inside_a_compiled_function():
     np.testing.assert_allclose(w.numpy(), out)
 
 
+def test_an_inner_gradient_sees_each_argument_as_its_own_variable():
+    # the same traced value passed twice, or passed and also read from the closure:
+    # the inner gradient is with respect to the argument alone, as when called eagerly
+    pair = lambda x: (lambda g: g[0] + g[1])(jt.grad(lambda y: y[0] * y[1])((x, x)))
+    assert pair(10.0) == 20.0
+    assert jt.function(pair)(np.float64(10.0)) == 20.0
+    # d/dx [d(a * x)/da at a = x] = d/dx x = 1; d/dx [d(a * a * x)/da at a = x] = 4x
+    assert jt.grad(lambda x: jt.grad(lambda a: a * x)(x))(3.0) == 1.0
+    assert jt.grad(lambda x: jt.grad(lambda a: a * a * x)(x))(3.0) == 12.0
+    np.testing.assert_allclose(
+        jt.grad(lambda x: jt.sum(jt.grad(lambda a: jt.sum(a * x))(x)))(np.arange(3.0)),
+        np.ones(3))
+
+
 def test_custom_gradient_and_stop_gradient_in_a_training_step():
     @jt.custom_gradient
     def clipped_identity(x):

@@ -58,7 +58,10 @@ class Modes:
         args = list(args)
         diff = self._diff(len(args))
         for i in diff:
-            args[i] = tree.map_leaves(_as_tensor, args[i])
+            # each differentiated leaf a value of its own (as a compiled call's inputs
+            # are): the same traced value passed twice, or also read from the closure,
+            # would otherwise be one source of the tape (d(a*x)/da at a = x is x, not 2x)
+            args[i] = tree.map_leaves(lambda x: ops.identity(_as_tensor(x)), args[i])
         if self.mode == "jacobian":           # (jacfwd(jacrev(f)): a Hessian)
             from ..recording import thread_tapes
             # under a forward accumulator the rows are gradients one by one: it follows
