@@ -730,6 +730,9 @@ def fill_namespace(namespace, source, overrides):
         if name.startswith("_") or name not in namespace:
             continue
         ours, theirs = getattr(overrides, name), namespace[name]
+        if not callable(ours) and hasattr(ours, "__getitem__") and getattr(ours, "numpy_public", 0):
+            namespace[name] = ours      # an index object (np.r_): NumPy's without a tensor
+            continue
         if ours is theirs or isinstance(theirs, type) or not callable(ours) or not callable(theirs):
             continue
         namespace[name] = dispatching(theirs, ours)
@@ -809,7 +812,14 @@ _sys.modules[__name__ + ".random"] = _np.random
     "autograd/numpy/linalg.py": '''
 import numpy as _np
 import numpy.linalg as _la
+from jittape.tensor import FUNCTION_TABLE as _table
+from .._adapter import dispatching as _dispatching
 globals().update({k: getattr(_la, k) for k in dir(_la) if not k.startswith("__")})
+# the function NumPy's dispatch reaches on a tensor, reached on a list of tensors too
+for _k in dir(_la):
+    _f = getattr(_la, _k)
+    if not _k.startswith("_") and callable(_f) and not isinstance(_f, type) and _f in _table:
+        globals()[_k] = _dispatching(_f, _table[_f])
 # autograd.numpy.linalg's two helpers, which test_linalg uses
 _dot = _np.matmul
 def T(x):

@@ -6,7 +6,7 @@ jittape tensors that tapes record and tracers trace. The ops come from the regis
 that dispatches to a jittape op); what is written here is not an op.
 """
 
-import builtins as _builtins
+import sys as _sys
 
 import numpy as _np
 
@@ -19,26 +19,11 @@ from .tensor import (  # noqa: F401
     bool_, constant, float16, float32, float64, int8, int16, int32, int64, uint8,
 )
 
+from .ops import fourier as _fourier
 
-def array(value, dtype=None):
-    """``np.array``: a tensor of ``value``. A list (or tuple) holding tensors is their
-    stack (``jnp.array([x, 2 * x])``), so the gradient flows through it, eagerly and
-    compiled; anything else is ``jt.constant``'s."""
-    if isinstance(value, (list, tuple)) and _holds_tensor(value):
-        from .ops import cast, stack
-        out = stack([array(v) if isinstance(v, (list, tuple)) else v for v in value])
-        return out if dtype is None or out.dtype == _np.dtype(dtype) else cast(out, dtype)
-    return constant(value, dtype)
-
-
-def _holds_tensor(value):
-    # (Python's any: this module's ``any`` is NumPy's name for jittape's reduce_any)
-    from .tensor import Tensor
-    return _builtins.any(isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and
-                                                   _holds_tensor(v)) for v in value)
-
-
-asarray = array
+# ``jittape.numpy.fft``: np.fft's names (importable as a module too)
+fft = _fourier.numpy_namespace(__name__ + ".fft")
+_sys.modules[fft.__name__] = fft
 
 
 newaxis = None

@@ -116,6 +116,17 @@ def complex_error(what, dtype):
         "them"))
 
 
+class OperandHoldsTensors(Exception):
+    """Raised by ``coerce_operand`` for a list or tuple that holds tensors: the op applies
+    itself again to their stack (``ops.core.pack``), which keeps their gradients."""
+
+
+def holds_tensor(value):
+    """Whether a list or tuple holds a tensor, at any depth."""
+    return any(isinstance(v, Tensor) or (v.__class__ in (list, tuple) and holds_tensor(v))
+               for v in value)
+
+
 def coerce_operand(value, op):
     """An op operand that is not a Tensor: Python scalars stay weak, arrays keep dtypes."""
     if isinstance(value, (bool, int, float)):
@@ -123,6 +134,8 @@ def coerce_operand(value, op):
     if isinstance(value, (np.ndarray, np.generic, complex)):
         return value                        # (a Python complex stays weak, as a float)
     if isinstance(value, (list, tuple)):
+        if holds_tensor(value):
+            raise OperandHoldsTensors(op)
         return to_array(value, what=op)
     if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
         return np.asarray(value)

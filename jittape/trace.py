@@ -235,7 +235,7 @@ class Trace:
                 avals.append(_aval(var))
         aval = prim.abstract(*avals, **params)
         out = self._node(prim, inputs, params, aval)
-        if weak_out and out.dtype.kind == "f":
+        if weak_out and out.dtype.kind in "fc":
             self.weak.add(out.id)
         if recording.ACTIVE_TAPES:
             record_traced(prim, args, inputs, out, self)   # (this thread's tapes)
@@ -258,11 +258,15 @@ class Trace:
             return args, False
         if not strong:
             return args, prim.name in _PYTHON_ARITHMETIC
-        dtype = np.result_type(*strong, 0.0)
-        if dtype == np.float64:
+        # a weak complex (a Python complex argument) takes the complex dtype NumPy gives
+        # 0j beside the operands: complex64 beside float32, never a real dtype
+        real, cplx = np.result_type(*strong, 0.0), np.result_type(*strong, 0j)
+        if real == np.float64 and cplx == np.complex128:
             return args, False
         from . import ops
-        return [ops.cast(a, dtype) if isinstance(a, Tracer) and a._var.id in self.weak else a
+        return [ops.cast(a, cplx if a.dtype.kind == "c" else real)
+                if isinstance(a, Tracer) and a._var.id in self.weak
+                and a.dtype != (cplx if a.dtype.kind == "c" else real) else a
                 for a in args], False
 
     def _node(self, prim, inputs, params, aval=None):

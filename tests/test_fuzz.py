@@ -237,6 +237,10 @@ NOT_FUZZED = {
              "registry's checks cover it" for name in ("matrix_power", "multi_dot")},
     "triangle": "a part of cholesky's gradient: reached through it",
     "round": "its decimals parameter; rint, round's case of no decimals, is fuzzed",
+    "real_if_close": "a real tensor itself (the fuzzer draws real values); the registry's "
+                     "checks cover it",
+    "gradient": "differences of slices joined (getitem, concatenate), which the fuzzer "
+                "draws: the registry's checks and test_numpy_shape cover it",
 }
 
 
@@ -798,7 +802,13 @@ def gen_misc(draw, b, ops, name=None):
 
 SPECIAL = ("xlogy", "xlog1py", "logit", "polygamma", "gammainc", "gammaincc", "multigammaln",
            "beta", "betaln", "rel_entr", "kl_div", "boxcox", "entr", "erfcinv", "log_expit",
-           "ndtr")
+           "ndtr", "jv", "yn", "iv", "ive", "stdtr", "betainc")
+# the ops with an order or shape parameter first (a constant: no gradient in it): the
+# domain of x, and the constants drawn
+_SPECIAL_ORDERED = {"jv": ((0.5, 6.0), (0.0, 1.0, 2.5)), "yn": ((0.5, 6.0), (0, 1, 2)),
+                    "iv": ((0.5, 4.0), (0.0, 1.5, 3.0)), "ive": ((0.5, 4.0), (0.0, 1.5, 3.0)),
+                    "stdtr": ((-3.0, 3.0), (1.0, 2.5, 7.0)),
+                    "betainc": ((0.1, 0.9), ((0.5, 2.0), (1.5, 0.7), (3.0, 1.2)))}
 # the domains of the unary composites
 _SPECIAL_UNARY = {"logit": (0.1, 0.9), "entr": (0.1, 2.0), "erfcinv": (0.1, 1.9),
                   "log_expit": (-6.0, 6.0), "ndtr": (-3.0, 3.0)}
@@ -812,8 +822,9 @@ _SPECIAL_PAIRS = {"xlogy": ((0.2, 2.0), (0.5, 2.0)), "xlog1py": ((0.2, 2.0), (-0
 def gen_special(draw, b, ops, name=None):
     """scipy.special's composites and the ops with a parameter, on values mapped into
     their domains: the binary composites (xlogy, beta, kl_div, ...), logit, polygamma of
-    order 1 or 2, multigammaln of dimension 1 to 3, and gammainc and gammaincc in x (a a
-    constant: they have no gradient in a)."""
+    order 1 or 2, multigammaln of dimension 1 to 3, and gammainc, gammaincc, the Bessel
+    functions of an order (jv, yn, iv, ive), stdtr and betainc in x (the order or shape
+    parameters constants: they have no gradient in them)."""
     how = name if name in SPECIAL else draw(st.sampled_from(SPECIAL))
     x = _pick(draw, b, b.floats())
     if how in _SPECIAL_UNARY:
@@ -827,6 +838,15 @@ def gen_special(draw, b, ops, name=None):
         x = b.into(x, (1.5, 4.0))
         d = draw(st.integers(1, 3))
         b.add(f"jt.multigammaln({{0}}, {d})", lambda a: jt.multigammaln(a, d), (x,), how)
+    elif how in _SPECIAL_ORDERED:
+        domain, constants = _SPECIAL_ORDERED[how]
+        x = b.into(x, domain)
+        v = draw(st.sampled_from(constants))
+        f = getattr(jt, how)
+        if how == "betainc":
+            b.add(f"jt.betainc({v[0]}, {v[1]}, {{0}})", lambda t: f(v[0], v[1], t), (x,), how)
+        else:
+            b.add(f"jt.{how}({v}, {{0}})", lambda t: f(v, t), (x,), how)
     elif how in ("gammainc", "gammaincc"):
         x = b.into(x, (0.1, 4.0))
         a = draw(st.sampled_from((0.5, 1.0, 2.5)))
@@ -1089,6 +1109,14 @@ NOT_FUZZED.update({
        for name in ("argsort", "argpartition", "searchsorted")},
     **{name: "sort's gather and its gradient's scatter: reached through gen_sorting's ops"
        for name in ("gather_along", "scatter_along")},
+})
+NOT_FUZZED.update({
+    **{name: "np.fft's transforms: complex results (the fuzzer draws real programs) compiled "
+             "with rocket-fft on the CPU only: test_fft and the registry's checks cover them"
+       for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "fftn",
+                    "ifftn", "rfft2", "irfft2", "rfftn", "irfftn")},
+    **{name: "a roll by half of each size, which the fuzzer draws (gen_numpy_shape: roll)"
+       for name in ("fftshift", "ifftshift")},
 })
 OPS = derived_ops()
 # What a step applies, drawn uniformly: each op of the table (so that a rare kind of op

@@ -27,6 +27,10 @@ NOT_USER_MESSAGES = {
         "gather_along and scatter_along take positions made by sort and nanmedian only",
     "sorting.py: ShapeError(at_user_line(f'searchsorted: a must be 1-D (and v":
         "the primitive's rule: np.searchsorted checks a's rank first and gives v an axis",
+    "fourier.py: ShapeError(at_user_line(f'{op}: axis {axis!r} is out of bounds":
+        "the transforms' primitives take the axis that NumPy's functions checked",
+    "fourier.py: ShapeError(at_user_line(f'irfft: {n} points need {bins} bins":
+        "np.fft.irfft pads or truncates the bins to n // 2 + 1 before the primitive",
 }
 
 c = jt.constant
@@ -51,6 +55,14 @@ def _twice(f, good, bad):
 
 
 # Rows whose mistake is on a line of their own (the message names a line of the helper)
+
+def _phase_loss():
+    a = jt.constant(np.array([[2.0, 0.0], [1j, 1.0]]))
+    with jt.GradientTape() as tape:
+        tape.watch(a)
+        y = jt.sum(jt.real(np.linalg.eigh(a)[1]))
+    return tape.gradient(y, a)
+
 
 def _tape_reads_an_alias():
     def f(a):
@@ -78,6 +90,19 @@ def _assigns_in_a_loop():
         v.assign(x)
         return carry, x
     return jt.function(lambda a: jt.scan(body, 0.0, a)[0])(np.ones(3))
+
+
+def _compiled_without_rocket_fft():
+    import sys
+    saved = sys.modules.get("rocket_fft")
+    sys.modules["rocket_fft"] = None           # (import rocket_fft fails)
+    try:
+        return jt.grad(lambda a: jt.sum(jt.abs(np.fft.fft(a))))(np.ones(4))
+    finally:
+        if saved is None:
+            del sys.modules["rocket_fft"]
+        else:
+            sys.modules["rocket_fft"] = saved
 
 
 def _power(x):
@@ -108,6 +133,8 @@ CASES = [
      jt.UnsupportedError, ["greater", "complex", "complex128"]),
     ("complex to real", lambda: c(L([1j])).astype(np.float32),
      jt.UnsupportedError, ["cast", "complex128", "float32", "imaginary part"]),
+    ("complex eager only", lambda: jt.function(jt.scipy.special.erf)(L([1j])),
+     jt.UnsupportedError, ["erf", "complex128", "eager tape only"]),
     ("traced complex operand", lambda: jt.function(lambda a: jnp.sort(a * 1j))(np.ones(2)),
      jt.UnsupportedError, ["sort", "complex", "complex128"]),
     ("traced complex on cuda", lambda: jt.function(lambda a: a * 1j, target="cuda")(np.ones(2)),
@@ -173,8 +200,6 @@ CASES = [
      jt.ShapeError, ["matmul", "(2, 3) and (4,)", "3 (last axis of the first) != 4 (only axis"]),
     ("compiled matmul sizes", lambda: _twice(jt.function(lambda a, b: a @ b), (np.ones((2, 3)), np.ones((3, 4))), (np.ones((2, 3)), np.ones((5, 4)))),
      ValueError, ["matmul", "(2, 3) and (5, 4)", "3 (last axis of the first) != 5"]),
-    ("dot 3-d", lambda: jnp.dot(c(np.ones(2)), c(np.ones((2, 2, 2)))),
-     jt.UnsupportedError, ["dot", "more than two axes", "(2,) and (2, 2, 2)"]),
     ("einsum options", lambda: np.einsum("ij->ji", c(np.ones((2, 3))), dtype=np.float32),
      jt.UnsupportedError, ["einsum", "dtype= not supported", "cast the operands first"]),
     ("sum keepdims", lambda: np.sum(c(np.ones(3)), 0, np.float32),
@@ -190,6 +215,12 @@ CASES = [
     # -- ops/lapack.py: the decompositions
     ("eig complex", lambda: np.linalg.eig(c(np.eye(2))), jt.UnsupportedError, ["eig", "complex", "float64 (2, 2)", "eigh"]),
     ("eigh UPLO", lambda: np.linalg.eigh(c(np.eye(2)), "X"), ValueError, ["eigh", "UPLO", "'X'"]),
+    ("eigh complex phases", _phase_loss, jt.UnsupportedError,
+     ["eigh", "phases", "complex128 (2, 2)"]),
+    ("svd complex compiled", lambda: jt.grad(lambda a: jt.sum(jt.abs(np.linalg.svd(a)[0])))(np.eye(2) * 1j),
+     jt.UnsupportedError, ["svd", "eagerly only", "complex128 (2, 2)"]),
+    ("eigh complex jvp", lambda: jt.jvp(lambda a: np.linalg.eigh(a)[1], (np.eye(2) * 1j,), (np.eye(2) * 1j,)),
+     jt.UnsupportedError, ["eigh", "forward-mode", "complex128 (2, 2)"]),
     ("eigh not square", lambda: np.linalg.eigh(c(np.ones((2, 3)))), jt.ShapeError, ["eigh", "square", "(2, 3)"]),
     ("svd of a vector", lambda: np.linalg.svd(c(np.ones(3))), jt.ShapeError, ["svd", "at least two axes", "(3,)"]),
     ("svd full gradient", lambda: jt.grad(lambda a: jt.sum(np.linalg.svd(a)[0] ** 2))(np.eye(3, 2)),
@@ -208,8 +239,8 @@ CASES = [
     ("multi_dot out", lambda: np.linalg.multi_dot([c(np.eye(2)), c(np.eye(2))], out=np.empty((2, 2))), jt.UnsupportedError, ["multi_dot", "out= is not supported"]),
     ("polygamma order", lambda: jt.scipy.special.polygamma(1.5, c(np.ones(2))),
      ValueError, ["polygamma", "non-negative int", "1.5"]),
-    ("scipy.special ufunc", lambda: __import__("scipy.special").special.gammasgn(c(np.ones(2))),
-     jt.UnsupportedError, ["scipy.special.gammasgn is not supported"]),
+    ("scipy.special ufunc", lambda: __import__("scipy.special").special.ellipk(c(np.ones(2))),
+     jt.UnsupportedError, ["scipy.special.ellipk is not supported"]),
     ("logsumexp sign", lambda: jt.logsumexp(c(np.ones(2)), return_sign=True),
      jt.UnsupportedError, ["logsumexp", "return_sign=True"]),
     ("multigammaln order", lambda: jt.scipy.special.multigammaln(c(np.ones(2)), 0),
@@ -233,8 +264,6 @@ CASES = [
      jt.UnsupportedError, ["argmax", "keepdims=True needs an axis"]),
     ("take_along_axis rank", lambda: jnp.take_along_axis(c(np.ones((2, 3))), L([0, 1]), axis=1),
      jt.ShapeError, ["take_along_axis", "(2,)", "(2, 3)"]),
-    ("cross axes", lambda: jnp.cross(c(np.ones(3)), c(np.ones(3)), axis=0),
-     jt.UnsupportedError, ["cross", "last axis"]),
     ("cross components", lambda: jnp.cross(c(np.ones(2)), c(np.ones(2))),
      jt.ShapeError, ["cross", "3 components", "(2,)"]),
     ("dsplit rank", lambda: jnp.dsplit(c(np.ones((2, 2))), 2),
@@ -247,8 +276,12 @@ CASES = [
      jt.UnsupportedError, ["einsum", "names 2 operands, 1 given"]),
     ("einsum operands", lambda: jnp.einsum("i,i", c(np.ones(2)), c(np.ones(2)), c(np.ones(2))),
      jt.UnsupportedError, ["einsum", "'i,i'", "3 operands"]),
-    ("einsum diagonal", lambda: jnp.einsum("ii->i", c(np.ones((2, 2)))),
+    ("einsum repeated output", lambda: jnp.einsum("i->ii", c(np.ones(2))),
      jt.UnsupportedError, ["einsum", "repeated index", "'ii'"]),
+    ("einsum diagonal sizes", lambda: jnp.einsum("iij->j", c(np.ones((2, 3, 4)))),
+     jt.ShapeError, ["einsum", "index 'i' of 'iij'", "sizes 2 and 3"]),
+    ("einsum diagonal rank", lambda: jnp.einsum("iij->j", c(np.ones((2, 2)))),
+     jt.ShapeError, ["einsum", "'iij'", "names 3 axes", "(2, 2)"]),
     ("einsum output", lambda: jnp.einsum("i->j", c(np.ones(2))),
      jt.ShapeError, ["einsum", "output index ['j']", "'i->j'"]),
     ("einsum rank", lambda: jnp.einsum("ij->i", c(np.ones(2))),
@@ -397,7 +430,27 @@ CASES = [
     ("quantile traced q", lambda: jt.function(lambda a, q: np.quantile(a, q))(np.ones(3), np.float64(0.5)), jt.UnsupportedError, ["quantile", "q must be known", "()"]),
     ("quantile empty", lambda: np.quantile(c(np.ones((2, 0))), 0.5, axis=1), IndexError, ["quantile", "no element", "(2, 0)"]),
     ("quantile bool", lambda: np.quantile(c(np.ones(3, bool)), 0.5), TypeError, ["quantile", "unsupported dtype bool", "(3,)"]),
+    ("r_ directive", lambda: jnp.r_[c(np.ones(2)), "0,2"], ValueError, ["r_/c_", "special directives must be the first"]),
+    ("r_ matrix", lambda: jnp.r_["r", c(np.ones(2))], jt.UnsupportedError, ["r_/c_", "'r'", "np.matrix"]),
+    ("gradient spacing", lambda: jnp.gradient(c(np.ones(4)), np.ones(4)), jt.UnsupportedError, ["gradient", "one number or one per axis", "(4,)"]),
+    ("gradient edge order", lambda: jnp.gradient(c(np.ones(4)), edge_order=3), ValueError, ["gradient", "edge_order 3"]),
+    ("gradient too small", lambda: jnp.gradient(c(np.ones(2)), edge_order=2), jt.ShapeError, ["gradient", "(2,)", "too small along axis 0", "at least (edge_order + 1) = 3"]),
+    ("linspace traced axis", lambda: jnp.linspace(c(0.0), c(np.ones(2)), 3, axis=1), jt.UnsupportedError, ["linspace", "retstep and axis", "() and (2,)"]),
+    ("real_if_close traced", lambda: jt.function(lambda z: jnp.real_if_close(z))(np.ones(2, np.complex128)), jt.UnsupportedError, ["real_if_close", "traced complex value", "(2,)"]),
+    ("jv gradient in v", lambda: jt.grad(lambda v: jt.sum(jt.jv(v, c(np.ones(3)))))(np.ones(3)), jt.UnsupportedError, ["jv", "the order v", "(3,) and (3,)"]),
     ("nanquantile method", lambda: np.nanquantile(c(np.ones(3)), 0.5, method="lower"), jt.UnsupportedError, ["nanquantile", "'lower'", "(3,)"]),
+    # -- ops/fourier.py
+    ("fft dtype", lambda: np.fft.fft(c(np.ones(3, np.longdouble))), TypeError, ["fft", "unsupported dtype float128", "(3,)"]),
+    ("fft empty axis", lambda: np.fft.fft(c(np.ones((2, 0)))), jt.ShapeError, ["fft", "Invalid number of FFT data points (0)", "(2, 0)"]),
+    ("rfft complex", lambda: np.fft.rfft(c(L([1j, 2.0]))), TypeError, ["rfft", "complex", "complex128", "(2,)"]),
+    ("fft out=", lambda: np.fft.fft(c(np.ones(3)), out=np.empty(3, complex)), jt.UnsupportedError, ["fft", "out= is not supported", "(3,)"]),
+    ("fft norm", lambda: np.fft.ifft(c(np.ones(3)), norm="both"), ValueError, ["ifft", "Invalid norm value 'both'", "(3,)"]),
+    ("fft n", lambda: np.fft.rfft(c(np.ones(3)), n=-1), jt.ShapeError, ["rfft", "Invalid number of FFT data points (-1)", "(3,)"]),
+    ("fft n type", lambda: np.fft.fft(c(np.ones(3)), n=2.5), TypeError, ["fft", "must be an integer", "2.5", "(3,)"]),
+    ("fftn s and axes", lambda: np.fft.fftn(c(np.ones((2, 3))), s=(2, 3), axes=(0,)), ValueError, ["fftn", "Shape and axes have different lengths", "(2, 3)"]),
+    ("rfftn no axis", lambda: np.fft.rfftn(c(np.ones((2, 3))), axes=()), jt.ShapeError, ["rfftn", "no axis to transform", "(2, 3)"]),
+    ("irfftn no axis", lambda: np.fft.irfftn(c(np.ones((2, 3))), axes=()), jt.ShapeError, ["irfftn", "no axis to transform", "(2, 3)"]),
+    ("fft without rocket-fft", _compiled_without_rocket_fft, jt.UnsupportedError, ["fft", "pip install rocket-fft", "(4,)"]),
 ]
 
 _SEEN = {}       # row name -> the message it raised (for the test of the raise sites)
@@ -420,7 +473,7 @@ def test_a_mistake_names_the_op_the_sizes_and_the_users_line(name, call, kind, w
 _PACKAGE = os.path.dirname(jt.__file__)
 MODULES = ["ops/core.py", "ops/random.py", "ops/indexing.py", "ops/linalg.py", "ops/shape.py",
            "ops/reduce.py", "ops/elementwise.py", "ops/nn.py", "ops/creation.py",
-           "ops/methods.py", "ops/sorting.py", "control.py", "regions.py"]
+           "ops/methods.py", "ops/sorting.py", "ops/fourier.py", "control.py", "regions.py"]
 # where the texts of raises that call a helper (complex_error) are written
 HELPER_MODULES = MODULES + ["tensor.py"]
 FRAGMENT = 12        # the shortest literal part of a message that identifies it

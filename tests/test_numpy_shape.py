@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+import jittape.numpy as jnp
 
 HERE = re.escape(__file__.rsplit("/", 1)[-1])
 
@@ -17,6 +18,11 @@ B = RNG.uniform(0.5, 2, (4,))
 C = RNG.uniform(-2, 2, (2, 3, 4))
 M = RNG.uniform(-2, 2, (4, 2))
 ZEROS = np.array([[1.5, 0.0, 2.0, -0.5], [0.0, 0.7, 0.0, 2.0], [1.1, -1.3, 0.9, 0.0]])
+
+def _xp(a):
+    """jittape.numpy for tensors (lists of them reach no NumPy dispatch), NumPy otherwise."""
+    return jnp if isinstance(a, jt.Tensor) else np
+
 
 # (id, function of NumPy values or tensors, its arguments)
 ROWS = [
@@ -74,6 +80,28 @@ ROWS = [
     ("tensordot", lambda a, m: np.tensordot(a, m, axes=1), (A, M)),
     ("tensordot_pairs", lambda c, a: np.tensordot(c, a, axes=([1, 2], [0, 1])), (C, A)),
     ("kron", lambda a, m: np.kron(a, m), (A, M)),
+    ("cross_axes", lambda a, c: np.cross(a[:, :3], c[0, :, :3], axisa=0, axisb=1, axisc=0), (A, C)),
+    ("cross_axis", lambda c: np.cross(c, c[::-1] * 0.5, axis=1), (C,)),
+    ("gradient", lambda c: np.gradient(c, axis=2, edge_order=2) + np.gradient(c, 0.5, axis=0),
+     (C,)),
+    ("gradient_axes", lambda a: np.gradient(a)[0] * np.gradient(a, 2.0, 3.0)[1], (A,)),
+    ("dot_nd", lambda b, c: np.dot(b, c.transpose(0, 2, 1)), (B, C)),
+    ("dot_nd_matrix", lambda a, c: np.dot(a, c.transpose(0, 2, 1)), (A, C)),
+    ("einsum_diagonal", lambda a, c: np.einsum("jii,kj->ik", c[:, :3, :3], a[:, :2]), (A, C)),
+    ("einsum_trace", lambda a: np.einsum("ii", a[:, :3] * a[:, 1:]), (A,)),
+    ("std_of_one", lambda a: np.std(a[:1], axis=0) + np.std(a[0, 0]), (A,)),
+    ("linspace", lambda a: np.linspace(a[0, 0], a[1, 2], 5), (A,)),
+    ("linspace_rows", lambda a: np.linspace(a[0], a[1] * 2.0, 3, endpoint=False), (A,)),
+    # lists and tuples holding tensors: their stack (NumPy's np.mean([x, y]) converts
+    # them; jittape.numpy's functions keep the gradients)
+    ("mean_list", lambda a: _xp(a).mean([a[0, 0], a[1, 1] * 2.0]), (A,)),
+    ("var_tuple", lambda a: _xp(a).var((a[0], a[1] * a[2], a[2])), (A,)),
+    ("append_list", lambda a: _xp(a).append([a[0, 0], a[0, 1]], a[1]), (A,)),
+    ("array_list", lambda a: _xp(a).array([[a[0, 0], 1.5], [a[1, 1], a[2, 3] * 2.0]]), (A,)),
+    ("asarray_ndmin", lambda a: _xp(a).array(a[0], ndmin=3) * 2.0, (A,)),
+    ("r_", lambda a, b: _xp(a).r_[a[0], b, 1:3, 0.5], (A, B)),
+    ("r_directive", lambda a, b: _xp(a).r_["0,2,0", a[0], b], (A, B)),
+    ("c_", lambda a, b: _xp(a).c_[a.T, b, b * a[0]], (A, B)),
     ("methods", lambda a: (a.var(1) + a.std(0)[:3] + a.cumsum(1)[:, 0] + a.cumprod(0)[0, :3]
                            + a.swapaxes(0, 1)[0] + a.trace() + a.diagonal()
                            + a.repeat(2)[:3] + a.ravel()[:3] + a.flatten()[3:6]), (A,)),

@@ -310,3 +310,92 @@ def test_beta_edges_and_negative_arguments():
     b = np.array([2.5, 1.0, 3.0, 1e-8, 0.25, 170.0, 1.75, 0.6, 1.2])
     np.testing.assert_allclose(S.beta(a, b).numpy(), sp.beta(a, b), rtol=1e-12)
     np.testing.assert_allclose(S.betaln(a, b).numpy(), sp.betaln(a, b), rtol=1e-12)
+
+
+# -- Bessel functions of the first and second kinds, rgamma, gammasgn, betainc, stdtr ---------
+
+def _bessel(x, p, a):
+    """Each once, on x in (-2, 2), p in (0, 1) and a in (0.5, 3); orders and shape
+    parameters constant (no gradient in them)."""
+    r = a * 2.0 + 0.3                                # (0.5, 3) -> (1.3, 6.3)
+    return [S.j0(r), S.j1(r), S.j1(x), S.y0(r), S.y1(r), S.jv(2.0, r), S.jn(np.array(
+        [0.0, 1.0, 2.5, 3.0]), r), S.yn(2, r), S.iv(2.0, x), S.iv(np.array([0.0, 1.0, 2.0, 3.0]),
+                                                              r), S.ive(2.0, x * 3),
+            S.rgamma(a - 0.2), S.gammasgn(x * 3), S.betainc(2.0, 3.5, p),
+            S.betainc(np.array([0.5, 1.5, 3.0, 0.8]), 1.2, p), S.stdtr(3.0, x * 2),
+            S.stdtr(np.array([1.0, 2.5, 7.0, 30.0]), x)]
+
+
+def _bessel_reference(x, p, a):
+    r = a * 2.0 + 0.3
+    return [sp.j0(r), sp.j1(r), sp.j1(x), sp.y0(r), sp.y1(r), sp.jv(2.0, r), sp.jv(np.array(
+        [0.0, 1.0, 2.5, 3.0]), r), sp.yn(2, r), sp.iv(2.0, x), sp.iv(np.array([0.0, 1.0, 2.0, 3.0]),
+                                                                     r), sp.ive(2.0, x * 3),
+            sp.rgamma(a - 0.2), sp.gammasgn(x * 3), sp.betainc(2.0, 3.5, p),
+            sp.betainc(np.array([0.5, 1.5, 3.0, 0.8]), 1.2, p), sp.stdtr(3.0, x * 2),
+            sp.stdtr(np.array([1.0, 2.5, 7.0, 30.0]), x)]
+
+
+def test_bessel_and_distribution_functions_as_scipy_eager_and_compiled():
+    want = _bessel_reference(X, P, A)
+    eager = _bessel(jt.constant(X), jt.constant(P), jt.constant(A))
+    compiled = jt.function(lambda x, p, a: tuple(_bessel(x, p, a)))(X, P, A)
+    for k, (e, c, w) in enumerate(zip(eager, compiled, want)):
+        np.testing.assert_allclose(e.numpy(), w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
+        np.testing.assert_allclose(c, w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
+
+
+def _bessel_loss(x, p, a):
+    return sum(jt.sum(v * (0.5 + 0.1 * k)) for k, v in enumerate(_bessel(x, p, a)))
+
+
+def test_bessel_and_distribution_gradients_match_finite_differences():
+    points = [X, P, A]
+    compiled = jt.grad(_bessel_loss, argnums=(0, 1, 2))(*points)
+    variables = [jt.Variable(v) for v in points]
+    with jt.GradientTape() as tape:
+        value = _bessel_loss(*variables)
+    eager = tape.gradient(value, variables)
+    eps = 1e-6
+    for k, base in enumerate(points):
+        want = np.zeros_like(base)
+        for i in range(base.size):
+            plus, minus = [v.copy() for v in points], [v.copy() for v in points]
+            plus[k][i] += eps
+            minus[k][i] -= eps
+            want[i] = (float(_bessel_loss(*map(jt.constant, plus)))
+                       - float(_bessel_loss(*map(jt.constant, minus)))) / (2 * eps)
+        np.testing.assert_allclose(eager[k].numpy(), want, rtol=1e-6, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(compiled[k], want, rtol=1e-6, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(compiled[k], eager[k].numpy(), rtol=1e-12, err_msg=k)
+
+
+def test_j1_slope_at_zero_and_scipy_ufuncs_reach_the_ops():
+    assert jt.grad(lambda x: jt.sum(S.j1(x)))(np.array([0.0]))[0] == 0.5
+    x = jt.constant(np.array([0.5, 2.0]))
+    for f in (sp.j0, sp.j1, sp.y0, sp.y1, sp.rgamma, sp.gammasgn):
+        np.testing.assert_allclose(f(x).numpy(), f(x.numpy()), rtol=1e-15)
+    for f in (sp.jv, sp.jn, sp.iv, sp.ive, sp.stdtr):
+        np.testing.assert_allclose(f(1.5, x).numpy(), f(1.5, x.numpy()), rtol=1e-15)
+    np.testing.assert_allclose(sp.yn(2, x).numpy(), sp.yn(2, x.numpy()), rtol=1e-15)
+    np.testing.assert_allclose(sp.betainc(2.0, 1.5, x * 0.4).numpy(),
+                               sp.betainc(2.0, 1.5, x.numpy() * 0.4), rtol=1e-15)
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda v: S.jv(v, 1.5), "jv: the gradient with respect to the order v"),
+    (lambda v: S.yn(v, 1.5), "yn: the gradient with respect to the order n"),
+    (lambda v: S.iv(v, 1.5), "iv: the gradient with respect to the order v"),
+    (lambda v: S.ive(v, 1.5), "ive: the gradient with respect to the order v"),
+    (lambda v: S.betainc(v, 2.0, 0.3), "betainc: the gradient with respect to a"),
+    (lambda v: S.betainc(2.0, v, 0.3), "betainc: the gradient with respect to b"),
+    (lambda v: S.stdtr(v, 0.3), "stdtr: the gradient with respect to the degrees"),
+])
+def test_no_gradient_in_orders_and_shape_parameters(call, what):
+    with pytest.raises(jt.UnsupportedError, match=what):
+        jt.grad(lambda v: jt.sum(call(v)))(np.array([1.5, 2.5]))
+    v = jt.Variable(np.array([1.5, 2.5]))
+    with jt.GradientTape() as tape:
+        y = jt.sum(call(v))
+    with pytest.raises(jt.UnsupportedError, match=what):
+        tape.gradient(y, v)

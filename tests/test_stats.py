@@ -170,3 +170,103 @@ def test_scipys_own_stats_on_a_tensor_says_the_gradient_is_lost():
                for w in caught), [str(w.message) for w in caught]
     with pytest.raises(TracerError, match="converting to a NumPy array"):
         jt.function(lambda x: st.norm.logpdf(x))(X)
+
+
+# -- the distribution functions of t, chi2, gamma, beta, poisson; multivariate_normal's
+# allow_singular and entropy ------------------------------------------------------------
+
+POS = np.array([0.4, 1.3, 2.2, 5.0])
+UNIT = np.array([0.05, 0.3, 0.62, 0.97])
+DF = np.array([1.0, 2.5, 4.0, 9.0])
+
+
+def _cdfs(x, pos, unit, loc, scale, cov):
+    """Each once: the gradients are in x, pos, unit, loc, scale (the quantiles and SciPy's
+    loc and scale) and cov (entropy's); the shape parameters are constants."""
+    mvn = S.multivariate_normal
+    return [S.t.cdf(x, DF, loc, scale), S.t.logcdf(x, 3.0), S.chi2.cdf(pos, DF),
+            S.chi2.cdf(pos, 3.0, loc * 0.1, scale), S.chi2.pdf(pos, DF), S.chi2.logpdf(pos, 2.0),
+            S.gamma.cdf(pos, DF, loc * 0.1, scale), S.beta.cdf(unit, 2.0, DF),
+            S.poisson.cdf(K, pos), S.poisson.cdf(K + 0.5, 2.5, 1.0), mvn.entropy(MEAN, cov),
+            mvn.entropy(None, pos), mvn.logpdf(x[:3], MEAN, COV, allow_singular=True)]
+
+
+def _cdfs_reference(x, pos, unit, loc, scale, cov):
+    mvn = st.multivariate_normal
+    return [st.t.cdf(x, DF, loc, scale), st.t.logcdf(x, 3.0), st.chi2.cdf(pos, DF),
+            st.chi2.cdf(pos, 3.0, loc * 0.1, scale), st.chi2.pdf(pos, DF), st.chi2.logpdf(pos, 2.0),
+            st.gamma.cdf(pos, DF, loc * 0.1, scale), st.beta.cdf(unit, 2.0, DF),
+            st.poisson.cdf(K, pos), st.poisson.cdf(K + 0.5, 2.5, 1.0), mvn.entropy(MEAN, cov),
+            mvn.entropy(None, np.diag(pos)),
+            mvn.logpdf(x[:3], MEAN, COV, allow_singular=True)]
+
+
+CDF_ARGS = (X, POS, UNIT, 0.3, 1.7, COV)
+
+
+def test_distribution_functions_as_scipy_eager_and_compiled():
+    want = _cdfs_reference(*CDF_ARGS)
+    eager = _cdfs(*[jt.constant(np.asarray(a, np.float64)) for a in CDF_ARGS])
+    compiled = jt.function(lambda *a: tuple(_cdfs(*a)))(*CDF_ARGS)
+    for j, (e, c, w) in enumerate(zip(eager, compiled, want)):
+        assert e.shape == np.shape(w), (j, e.shape, np.shape(w))
+        np.testing.assert_allclose(e.numpy(), w, rtol=1e-12, atol=1e-300, err_msg=f"call {j}")
+        np.testing.assert_allclose(c, w, rtol=1e-12, atol=1e-300, err_msg=f"call {j}")
+    # outside the supports: SciPy's 0 and 1
+    below = np.array([-1.0, 0.0, 1.5])
+    for ours, theirs in ((S.chi2.cdf(below, 2.0), st.chi2.cdf(below, 2.0)),
+                         (S.gamma.cdf(below, 1.5), st.gamma.cdf(below, 1.5)),
+                         (S.beta.cdf(below, 2.0, 3.0), st.beta.cdf(below, 2.0, 3.0)),
+                         (S.poisson.cdf(below - 1.0, 2.0), st.poisson.cdf(below - 1.0, 2.0))):
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-15)
+
+
+def _cdf_loss(*args):
+    return sum(jt.sum(v * (0.3 + 0.1 * j)) for j, v in enumerate(_cdfs(*args)))
+
+
+def test_distribution_function_gradients():
+    args = [np.asarray(a, np.float64) for a in CDF_ARGS]
+    diff = tuple(range(len(args)))
+    compiled = jt.grad(_cdf_loss, argnums=diff)(*args)
+    variables = [jt.Variable(a) for a in args]
+    with jt.GradientTape() as tape:
+        value = _cdf_loss(*variables)
+    eager = tape.gradient(value, variables)
+    eps = 1e-6
+    for k in diff:
+        base = args[k]
+        want = np.zeros(base.size)
+        for i in range(base.size):
+            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
+            plus[k].reshape(-1)[i] += eps
+            minus[k].reshape(-1)[i] -= eps
+            want[i] = (float(_cdf_loss(*plus)) - float(_cdf_loss(*minus))) / (2 * eps)
+        want = want.reshape(base.shape)
+        np.testing.assert_allclose(eager[k].numpy(), want, rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(compiled[k], eager[k].numpy(), rtol=1e-11, atol=1e-13,
+                                   err_msg=k)
+
+
+def test_singular_covariance_as_scipy():
+    cov = np.diag([1.0, 2.0, 0.0])
+    inside = np.array([[0.3, -0.2, 0.4], [1.0, 0.5, 0.4]])
+    mean = np.array([0.1, 0.0, 0.4])
+    for x in (inside, inside + np.array([0.0, 0.0, 0.1])):      # on the support, then off
+        np.testing.assert_allclose(
+            S.multivariate_normal.logpdf(x, mean, cov, allow_singular=True).numpy(),
+            st.multivariate_normal.logpdf(x, mean, cov, allow_singular=True))
+    got = jt.grad(lambda x: jt.sum(S.multivariate_normal.pdf(x, mean, cov,
+                                                             allow_singular=True)))(inside)
+    density = st.multivariate_normal.pdf(inside, mean, cov, allow_singular=True)
+    want = -(inside - mean) / np.array([1.0, 2.0, np.inf]) * density[:, None]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    with pytest.raises(jt.UnsupportedError, match="allow_singular=True takes cov as a constant"):
+        S.multivariate_normal.logpdf(inside, mean, jt.constant(cov), allow_singular=True)
+
+
+def test_no_gradient_in_the_shape_parameters_of_distribution_functions():
+    for call in (lambda d: S.t.cdf(X, d), lambda d: S.chi2.cdf(POS, d),
+                 lambda d: S.gamma.cdf(POS, d), lambda d: S.beta.cdf(UNIT, d, 2.0)):
+        with pytest.raises(jt.UnsupportedError, match="the gradient with respect to"):
+            jt.grad(lambda d: jt.sum(call(d)))(DF)

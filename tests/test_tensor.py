@@ -174,6 +174,22 @@ def test_creation_ops():
     assert np.zeros_like(jt.constant([1.0])).dtype == jt.float32
 
 
+def test_linspace_of_tensor_endpoints_and_all_any_methods():
+    # tensor endpoints: their dtype, NumPy's values, exact at both ends, with gradients
+    a, b = jt.constant(np.float64(1.2)), jt.constant(np.float64(-3.4))
+    np.testing.assert_allclose(jt.linspace(a, b, 5).numpy(), np.linspace(1.2, -3.4, 5),
+                               rtol=1e-15)
+    assert jt.linspace(a, b, 0).shape == (0,) and jt.linspace(a, b, 1).numpy()[0] == 1.2
+    g = jt.grad(lambda a, b: jt.sum(jt.linspace(a, b, 5) * np.arange(5.0)), argnums=(0, 1))(
+        1.2, -3.4)
+    np.testing.assert_allclose(g, [np.sum((1 - np.linspace(0, 1, 5)) * np.arange(5.0)),
+                                   np.sum(np.linspace(0, 1, 5) * np.arange(5.0))])
+    t = jt.constant(np.array([[True, False], [True, True]]))
+    assert not t.all() and t.any() and t.all(axis=1).numpy().tolist() == [False, True]
+    assert jt.function(lambda x: (x > 0).any(axis=0, keepdims=True))(
+        np.array([[1.0, -1.0]])).tolist() == [[True, False]]
+
+
 def test_random_shapes_and_reproducibility():
     jt.random.set_seed(7)
     a = jt.random.normal((3, 2))

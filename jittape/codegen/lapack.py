@@ -5,7 +5,9 @@ compile seconds for every function it uses, and that code never changes from ker
 kernel. Each function here runs one of them on one matrix (float32 or float64, any
 layout) and is made with ``linkage.external``: compiled once, kept in the helpers'
 disk cache, and called by kernels through a symbol (see ``linkage``'s docstring). The
-lowerings loop over the batch axes and call them per matrix.
+lowerings loop over the batch axes and call them per matrix. Complex matrices (eigh,
+eigvalsh, svd, svdvals) have helpers of their own (``*_complex``, complex64 and
+complex128), whose eigenvalues and singular values are real.
 
 A matrix that LAPACK cannot factor (a singular one for solve and inv, one that is not
 positive definite for cholesky) is not raised here: the helper returns a non-zero
@@ -250,8 +252,105 @@ def _lapack_pinv(a, rcond):
     return np.ascontiguousarray(p).astype(a.dtype), 0
 
 
+# -- complex operands: eigh (Hermitian: zheevd/cheevd's work, done in complex128) and svd
+# (zgesdd); eigenvalues and singular values are real, float32 for complex64
+
+@_jit
+def _hermitian_from_lower(a, conj):
+    """The complex128 Hermitian matrix whose strict lower triangle is ``a``'s (conjugated
+    with ``conj``: ``a`` is the transpose of a matrix read from its upper triangle), its
+    diagonal the real parts of ``a``'s (what LAPACK's heevd reads); and whether that
+    triangle is finite (the diagonal's imaginary parts too, as the eager check reads)."""
+    n = a.shape[0]
+    s = np.empty((n, n), np.complex128)
+    finite = True
+    for i in range(n):
+        for j in range(i):
+            v = np.complex128(a[i, j])
+            if conj:
+                v = v.conjugate()
+            if not (np.isfinite(v.real) and np.isfinite(v.imag)):
+                finite = False
+            s[i, j] = v
+            s[j, i] = v.conjugate()
+        d = np.complex128(a[i, i])
+        if not (np.isfinite(d.real) and np.isfinite(d.imag)):
+            finite = False
+        s[i, i] = d.real
+    return s, finite
+
+
+@_jit
+def _lapack_eigh_complex(a, conj):
+    """(eigenvalues ascending, eigenvectors as columns, status) of the Hermitian matrix
+    read from the lower triangle of ``a`` (see ``_hermitian_from_lower``)."""
+    n = a.shape[0]
+    real = a.real                          # (its dtype: the eigenvalues')
+    s, finite = _hermitian_from_lower(a, conj)
+    if not finite:
+        return _nans((n,), real.dtype), _nans((n, n), a.dtype), 0
+    try:
+        w, v = np.linalg.eigh(s)
+    except Exception:
+        return np.zeros(n, real.dtype), np.zeros((n, n), a.dtype), 1
+    return w.astype(real.dtype), np.ascontiguousarray(v).astype(a.dtype), 0
+
+
+@_jit
+def _lapack_eigvalsh_complex(a, conj):
+    """(eigenvalues ascending, status) of the Hermitian matrix read from the lower
+    triangle of ``a``."""
+    n = a.shape[0]
+    real = a.real
+    s, finite = _hermitian_from_lower(a, conj)
+    if not finite:
+        return _nans((n,), real.dtype), 0
+    try:
+        w = np.linalg.eigvalsh(s)
+    except Exception:
+        return np.zeros(n, real.dtype), 1
+    return w.astype(real.dtype), 0
+
+
+@_jit
+def _lapack_svd_complex(a, full_matrices):
+    """(u, singular values descending, vh, status) of a complex matrix (gesdd)."""
+    m, n = a.shape
+    k = min(m, n)
+    real = a.real
+    um, vn = (m, n) if full_matrices else (k, k)
+    if not _finite(a):
+        return _nans((m, um), a.dtype), _nans((k,), real.dtype), _nans((vn, n), a.dtype), 0
+    try:
+        u, s, vh = np.linalg.svd(a.astype(np.complex128), full_matrices)
+    except Exception:
+        return (np.zeros((m, um), a.dtype), np.zeros(k, real.dtype), np.zeros((vn, n), a.dtype),
+                1)
+    return (np.ascontiguousarray(u).astype(a.dtype), s.astype(real.dtype),
+            np.ascontiguousarray(vh).astype(a.dtype), 0)
+
+
+@_jit
+def _lapack_svdvals_complex(a):
+    """(singular values descending, status) of a complex matrix."""
+    k = min(a.shape[0], a.shape[1])
+    real = a.real
+    if not _finite(a):
+        return _nans((k,), real.dtype), 0
+    try:
+        s = np.linalg.svd(a.astype(np.complex128), False)[1]
+    except Exception:
+        return np.zeros(k, real.dtype), 1
+    return s.astype(real.dtype), 0
+
+
 def _with(count, *scalars):
     return {key: sig + scalars for key, sig in _matrices(count).items()}
+
+
+def _complex_with(*scalars):
+    return {str(dt): (types.Array(dt, 2, "A"),) + scalars
+            for dt in (types.complex64, types.complex128)}
 
 
 lapack_eigh = external(_lapack_eigh, "lapack_eigh", _matrices(1), _dtype_key,
@@ -266,3 +365,15 @@ lapack_qr = external(_lapack_qr, "lapack_qr", _with(1, types.boolean), _dtype_ke
                      label="linear algebra (qr)")
 lapack_pinv = external(_lapack_pinv, "lapack_pinv", _with(1, types.float64), _dtype_key,
                        label="linear algebra (pinv)")
+lapack_eigh_complex = external(_lapack_eigh_complex, "lapack_eigh_complex",
+                               _complex_with(types.boolean), _dtype_key,
+                               label="linear algebra (complex eigh)")
+lapack_eigvalsh_complex = external(_lapack_eigvalsh_complex, "lapack_eigvalsh_complex",
+                                   _complex_with(types.boolean), _dtype_key,
+                                   label="linear algebra (complex eigvalsh)")
+lapack_svd_complex = external(_lapack_svd_complex, "lapack_svd_complex",
+                              _complex_with(types.boolean), _dtype_key,
+                              label="linear algebra (complex svd)")
+lapack_svdvals_complex = external(_lapack_svdvals_complex, "lapack_svdvals_complex",
+                                  _complex_with(), _dtype_key,
+                                  label="linear algebra (complex svd)")

@@ -13,8 +13,9 @@ At the poles (x a non-positive integer) they give what SciPy gives: digamma -inf
 +0 (+inf at -0) and NaN at the negative integers, polygamma +inf for odd n and -inf for even n.
 
 ``scipy_special("erfinv", x)`` calls SciPy's own C function (``erfinv``, ``ndtri``,
-``log_ndtr``, the Bessel functions ``i0``, ``i1``, ``i0e``, ``i1e`` and ``gammainc``,
-``gammaincc``): the values are SciPy's to the last bit, and the series, continued
+``log_ndtr``, the Bessel functions ``i0``, ``i1``, ``i0e``, ``i1e``, ``j0``, ``j1``,
+``y0``, ``y1``, ``jv``, ``yn``, ``iv``, ``ive``, ``rgamma``, ``gammasgn``, ``gammainc``,
+``gammaincc``, ``betainc`` and ``stdtr``): the values are SciPy's to the last bit, and the series, continued
 fractions and asymptotic expansions SciPy chose for each range come with them. Numba
 cannot call ``scipy.special`` itself; ``scipy.special.cython_special`` exports each
 function's C entry point as a capsule. Its address is registered with LLVM as a named
@@ -106,7 +107,11 @@ _C_FUNCTIONS = {
     "erfinv": ("__pyx_fuse_0erfinv", 1), "ndtri": ("ndtri", 1),
     "log_ndtr": ("__pyx_fuse_1log_ndtr", 1), "i0": ("i0", 1), "i1": ("i1", 1),
     "i0e": ("i0e", 1), "i1e": ("i1e", 1), "gammainc": ("gammainc", 2),
-    "gammaincc": ("gammaincc", 2),
+    "gammaincc": ("gammaincc", 2), "j0": ("j0", 1), "j1": ("j1", 1), "y0": ("y0", 1),
+    "y1": ("y1", 1), "jv": ("__pyx_fuse_1jv", 2), "yn": ("__pyx_fuse_0yn", 2),
+    "iv": ("__pyx_fuse_1iv", 2), "ive": ("__pyx_fuse_1ive", 2),
+    "rgamma": ("__pyx_fuse_1rgamma", 1), "gammasgn": ("gammasgn", 1),
+    "betainc": ("__pyx_fuse_0betainc", 3), "stdtr": ("__pyx_fuse_0stdtr", 2),
 }
 
 

@@ -173,10 +173,11 @@ class Modes:
                         from ..codegen import cuda_runtime
                         array = cuda_runtime.copy_to_host(value)
                     else:
-                        array = np.float64(value) if kind == "pyfloat" else np.asarray(value)
+                        array = (np.float64(value) if kind == "pyfloat" else np.complex128(value)
+                                 if kind == "pycomplex" else np.asarray(value))
                     self._check_dtype(array.dtype, i)
                     t = trace.add_input(array, k, name=labels[pos - 1])
-                    if kind == "pyfloat":         # never widens a float32 tensor
+                    if kind in ("pyfloat", "pycomplex"):   # never widens a float32 tensor
                         trace.weak.add(t._var.id)
                     k += 1
                     new.append(t)
@@ -250,8 +251,11 @@ class Modes:
         grads = [_grad_or_zeros(ct, t) for ct, (_, t) in zip(cts, diff_inputs)]
         # the gradient of a Python float has the value's dtype (a float32 loss: float32),
         # as a watched Python float on the tape would
-        grads = [ops.cast(g, value.dtype) if t._var.id in trace.weak and value.dtype.kind == "f"
-                 and g.dtype != value.dtype else g for g, (_, t) in zip(grads, diff_inputs)]
+        # (of a Python complex: the complex dtype of the value's precision)
+        grads = [ops.cast(g, _weak_grad_dtype(value.dtype, t.dtype))
+                 if t._var.id in trace.weak and value.dtype.kind == "f"
+                 and g.dtype != _weak_grad_dtype(value.dtype, t.dtype) else g
+                 for g, (_, t) in zip(grads, diff_inputs)]
         aux_leaves, aux_def = tree.flatten(aux)
         aux_vars = [_as_tracer(trace, a, self.mode, self.name)._var for a in aux_leaves]
         outputs = ([value._var] if self.mode == "value_and_grad" else []) + aux_vars + \
@@ -317,6 +321,10 @@ def _as_tensor(x):
         trace.weak.add(t._var.id)
         return t
     return Tensor(x)
+
+
+def _weak_grad_dtype(value_dtype, input_dtype):
+    return np.result_type(value_dtype, np.complex64) if input_dtype.kind == "c" else value_dtype
 
 
 def _grad_or_zeros(ct, t):

@@ -11,7 +11,9 @@ Python scalars: a ``float`` argument is a run-time input (a new value does not
 recompile: a learning rate in a schedule), a float64 scalar typed weakly as NumPy types
 the number itself (``trace.Trace.weak``): where it meets a float32 tensor it is cast to
 float32 first, so ``x * lr`` stays float32 and equals the eager tape's result; the
-gradient of one has the dtype of the function's value. ``int``, ``bool`` and ``str``
+gradient of one has the dtype of the function's value. A ``complex`` argument is a
+run-time input too, a complex128 typed weakly (complex64 beside float32 or complex64
+values, as NumPy's ``0j``); its gradient is complex. ``int``, ``bool`` and ``str``
 arguments are part of the signature (they may feed ``range``, shapes and axes), and so
 are the arguments named in ``static_argnums`` (hashable values; a float there is a
 constant of the graph). More than ``config.recompile_warning`` traces of one function
@@ -123,6 +125,8 @@ class Signatures:
             return "scalar", (value.dtype.char, ())
         if value.__class__ is float:          # a run-time input (a learning rate)
             return "pyfloat", ("f", ())
+        if value.__class__ is complex:        # a run-time input too, weak as a Python float
+            return "pycomplex", ("D", ())
         if isinstance(value, _STATIC):
             return "static", (type(value).__name__, value)
         if isinstance(value, Tracer):
@@ -265,6 +269,8 @@ def _part_text(kind, part):
         return f"the static value {part[-1]!r}"
     if kind == "pyfloat":
         return "a Python float"
+    if kind == "pycomplex":
+        return "a Python complex"
     if kind == "variable":
         return f"a Variable of dtype {np.dtype(part[1]).name}"
     name = np.dtype(part[0]).name

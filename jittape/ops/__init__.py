@@ -13,6 +13,7 @@ from . import random  # noqa: F401
 from . import lapack  # noqa: F401  (np.linalg)
 from . import special  # noqa: F401  (scipy.special)
 from . import sorting  # noqa: F401  (np.sort, np.median, ...)
+from . import fourier  # noqa: F401  (np.fft)
 from . import methods  # noqa: F401  (Tensor's operators and methods)
 
 if TYPE_CHECKING:                # (type checkers read the names api.py lists)

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import NumericsError, ShapeError, UnsupportedError, at_user_line
 from .. import config as _config, tensor as tensor_module
-from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, coerce_operand,
-                      complex_error)
+from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, OperandHoldsTensors,
+                      coerce_operand, complex_error, holds_tensor, to_array)
 from ..ir import Var
 from ..recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
 
@@ -84,6 +84,22 @@ def aval_of(x):
         return x
     x = np.asarray(x)
     return Aval(x.shape, x.dtype)
+
+
+def pack(value):
+    """A list or tuple that holds tensors (at any depth) as one tensor, their stack
+    (``np.array([x, y])``'s value, with the gradients to ``x`` and ``y``), so that an op
+    given ``[x, x + 2]`` follows them; any other value as it is."""
+    if value.__class__ not in (list, tuple) or not holds_tensor(value):
+        return value
+    parts = [(pack(v) if holds_tensor(v) else to_array(v)) if v.__class__ in (list, tuple)
+             else v for v in value]
+    # a Python number is an array of the join's dtype (weak: a float32 tensor stays float32)
+    dtype = np.result_type(*[getattr(p, "dtype", p) for p in parts])
+    parts = [np.asarray(p, dtype) if isinstance(p, (bool, int, float, complex)) else p
+             for p in parts]
+    # (the join family builds on this module: its stack is found in the registry)
+    return REGISTRY["stack"].bind(*parts, axis=0)
 
 
 class Example:
@@ -222,7 +238,8 @@ class Primitive(OpRecord):
         self.public = public         # jt.<name> when its module names it so (ops/names.py)
         # complex: the op takes complex operands and its rules follow the convention of
         # API.md (the gradient of a real loss in z = x + iy is dL/dx + i dL/dy); any
-        # other op refuses a complex operand or result (UnsupportedError), never a number
+        # other op refuses a complex operand or result (UnsupportedError), never a number;
+        # "eager": on the tape only, a traced complex operand refused
         self.complex = complex
         self.backends = tuple(backends)
         if accumulate is not None:
@@ -241,67 +258,72 @@ class Primitive(OpRecord):
 
     def bind(self, *args, **params):
         """Apply the op: eagerly on NumPy values, recording on active tapes."""
-        if TRACES:                  # some thread traces: this one?
-            trace = current_trace()
-            if trace is not None:
-                _check_traced_complex(self, args, trace)
-                out = trace.bind(self, args, params)
-                if getattr(out, "dtype", None) is not None and out.dtype.kind == "c":
-                    _refuse_traced_complex(self, out.dtype, trace)
-                return out
-        # The eager hot path, spelled out for one and two operands (no comprehension
-        # frame): an op on small tensors costs about as much as this function.
-        n = len(args)
-        if n == 2:
-            a, b = args
-            cls = a.__class__
-            a = a._value if cls in _TENSOR_CLASSES else (
-                a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name))
-            cls = b.__class__
-            b = b._value if cls in _TENSOR_CLASSES else (
-                b if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(b, self.name))
-            values = (a, b)
-            if not self.complex and (
-                    (a.__class__ not in _REAL_SCALARS and _complex_operand(a))
-                    or (b.__class__ not in _REAL_SCALARS and _complex_operand(b))):
-                raise complex_error(self.name, _complex_dtype(values))
-        elif n == 1:
-            a = args[0]
-            cls = a.__class__
-            values = (a._value if cls in _TENSOR_CLASSES else (
-                a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name)),)
-            a = values[0]
-            if not self.complex and a.__class__ not in _REAL_SCALARS and _complex_operand(a):
-                raise complex_error(self.name, _complex_dtype(values))
-        else:
-            values = [a._value if a.__class__ in _TENSOR_CLASSES else
-                      (a if a.__class__ in _PASS_THROUGH or a.__class__ is _ndarray
-                       else coerce_operand(a, self.name))
-                      for a in args]
-            if not self.complex and any(v.__class__ not in _REAL_SCALARS and _complex_operand(v)
-                                        for v in values):
-                raise complex_error(self.name, _complex_dtype(values))
         try:
-            out = self.impl(*values, **params) if params else self.impl(*values)
-        except (ValueError, TypeError, IndexError) as err:
-            raise self.explain(args, params, err) from None
-        cls = out.__class__
-        if cls is _ndarray:
-            if out.ndim == 0:
-                out = out[()]
-        elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
-            out = np.asarray(out)[()]
-        # real operands give a complex result only when a complex dtype is asked for
-        if not self.complex and out.dtype.kind == "c":
-            raise complex_error(self.name, out.dtype)
-        result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
-        result._value = out
-        result._id = _next_id()
-        if _config._check_numerics:
-            check_finite(self.name, out, values)
-        if ACTIVE_TAPES:
-            record(self, args, params, result)
-        return result
+            if TRACES:                  # some thread traces: this one?
+                trace = current_trace()
+                if trace is not None:
+                    _check_traced_complex(self, args, trace)
+                    out = trace.bind(self, args, params)
+                    if getattr(out, "dtype", None) is not None and out.dtype.kind == "c":
+                        _refuse_traced_complex(self, out.dtype, trace)
+                    return out
+            # The eager hot path, spelled out for one and two operands (no comprehension
+            # frame): an op on small tensors costs about as much as this function.
+            n = len(args)
+            if n == 2:
+                a, b = args
+                cls = a.__class__
+                a = a._value if cls in _TENSOR_CLASSES else (
+                    a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name))
+                cls = b.__class__
+                b = b._value if cls in _TENSOR_CLASSES else (
+                    b if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(b, self.name))
+                values = (a, b)
+                if not self.complex and (
+                        (a.__class__ not in _REAL_SCALARS and _complex_operand(a))
+                        or (b.__class__ not in _REAL_SCALARS and _complex_operand(b))):
+                    raise complex_error(self.name, _complex_dtype(values))
+            elif n == 1:
+                a = args[0]
+                cls = a.__class__
+                values = (a._value if cls in _TENSOR_CLASSES else (
+                    a if cls is _ndarray or cls in _PASS_THROUGH else coerce_operand(a, self.name)),)
+                a = values[0]
+                if not self.complex and a.__class__ not in _REAL_SCALARS and _complex_operand(a):
+                    raise complex_error(self.name, _complex_dtype(values))
+            else:
+                values = [a._value if a.__class__ in _TENSOR_CLASSES else
+                          (a if a.__class__ in _PASS_THROUGH or a.__class__ is _ndarray
+                           else coerce_operand(a, self.name))
+                          for a in args]
+                if not self.complex and any(v.__class__ not in _REAL_SCALARS and _complex_operand(v)
+                                            for v in values):
+                    raise complex_error(self.name, _complex_dtype(values))
+            try:
+                out = self.impl(*values, **params) if params else self.impl(*values)
+            except (ValueError, TypeError, IndexError) as err:
+                raise self.explain(args, params, err) from None
+            cls = out.__class__
+            if cls is _ndarray:
+                if out.ndim == 0:
+                    out = out[()]
+            elif cls in _PYTHON_SCALARS:          # an operator applied to Python numbers only
+                out = np.asarray(out)[()]
+            # real operands give a complex result only when a complex dtype is asked for
+            if not self.complex and out.dtype.kind == "c":
+                raise complex_error(self.name, out.dtype)
+            result = _new(Tensor)              # Tensor._wrap, inlined: this runs for every op
+            result._value = out
+            result._id = _next_id()
+            if _config._check_numerics:
+                check_finite(self.name, out, values)
+            if ACTIVE_TAPES:
+                record(self, args, params, result)
+            return result
+        except OperandHoldsTensors:
+            # a list or tuple of tensors (np.mean([x, y])): their stack, which the tapes
+            # and the trace follow, rather than a NumPy array that drops their gradients
+            return self.bind(*[pack(a) for a in args], **params)
 
     __call__ = bind
 
@@ -474,6 +496,10 @@ def _check_traced_complex(prim, args, trace):
 def _refuse_traced_complex(prim, dtype, trace):
     if not prim.complex:
         raise complex_error(prim.name, dtype)
+    if prim.complex == "eager":
+        raise UnsupportedError(at_user_line(
+            f"{prim.name}: complex values (dtype {np.dtype(dtype).name}) are supported on the "
+            "eager tape only; compiled code has no complex implementation of it yet"))
     if trace.target == "cuda":
         raise UnsupportedError(at_user_line(
             f"{prim.name}: complex values (dtype {np.dtype(dtype).name}) are not supported "

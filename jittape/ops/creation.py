@@ -6,8 +6,9 @@ as in TensorFlow; explicit dtypes win.
 
 import numpy as np
 
+from ..errors import UnsupportedError, at_user_line
 from ..tensor import Tensor, as_dtype, complex_error, float32, int32
-from .core import Aval, Primitive, ex, numpy_dispatch, public, shape_of
+from .core import REGISTRY, Aval, Primitive, ex, numpy_dispatch, public, shape_of
 
 
 def _shape_arg(shape):
@@ -72,10 +73,44 @@ range = arange
 
 
 @public(numpy=True)
-def linspace(start, stop, num, dtype=None):
-    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (float32 by default)."""
-    dtype = float32 if dtype is None else as_dtype(dtype)
-    return Tensor._wrap(np.linspace(start, stop, int(num), dtype=dtype))
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (inclusive unless
+    ``endpoint=False``), float32 by default from Python numbers. Tensor endpoints (arrays
+    of them too, along a new first axis) give a tensor with their gradients, in their
+    dtype, NumPy's values."""
+    if not (isinstance(start, Tensor) or isinstance(stop, Tensor)):
+        dtype = float32 if dtype is None else as_dtype(dtype)
+        values = np.linspace(start, stop, int(num), endpoint=endpoint, retstep=retstep,
+                             dtype=dtype, axis=axis)
+        if retstep:
+            return Tensor._wrap(values[0]), values[1]
+        return Tensor._wrap(values)
+    if retstep or axis != 0:
+        raise UnsupportedError(at_user_line(
+            "linspace: retstep and axis are not supported with tensor endpoints (shapes "
+            f"{shape_of(start)} and {shape_of(stop)}); move the axis with jt.moveaxis"))
+    wide = np.result_type(*[v.dtype if isinstance(v, Tensor) else np.asarray(v).dtype
+                            for v in (start, stop)], np.float16)
+    out = wide if dtype is None else as_dtype(dtype)
+    num = int(num)
+    rank = max(len(shape_of(start)), len(shape_of(stop)))
+    steps = np.arange(num, dtype=wide if wide.kind == "f" else np.float64).reshape(
+        (num,) + (1,) * rank)
+    div = num - 1 if endpoint else num
+    # NumPy's arithmetic, to its last bit: start + i (stop - start) / div, then the last
+    # value set to stop (the fractions' axis first, the endpoints' shapes after it; the
+    # elementwise family builds on this module: its ops are found in the registry)
+    add, multiply, subtract = (REGISTRY[name].bind for name in ("add", "multiply", "subtract"))
+    delta = subtract(stop, start)
+    step = REGISTRY["divide"].bind(delta, div) if div > 0 else multiply(delta, 0.0)
+    values = add(multiply(steps, step), start)
+    if endpoint and num > 1:
+        last = np.arange(num).reshape((num,) + (1,) * rank) == num - 1
+        values = REGISTRY["where"].bind(last, stop, values)
+    return values if values.dtype == out else REGISTRY["cast"].bind(values, dtype=out)
+
+
+numpy_dispatch(np.linspace)(linspace)
 
 
 def _full_like_impl(x, fill_value, dtype):

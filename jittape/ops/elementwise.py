@@ -274,11 +274,11 @@ sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
 exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True,
                   warns=True, complex=True)
 expm1 = elementwise("expm1", np.expm1, "np.expm1({0})", [lambda g, out, x: multiply(g, add(out, 1))], save=OUTPUT,
-                    costly=True, warns=True)
+                    costly=True, warns=True, complex=True)
 log = elementwise("log", np.log, "np.log({0})", [lambda g, out, x: divide(g, x)], save=INPUTS, domain=(0.5, 3.0), costly=True,
                   warns=True, complex=True)
 log1p = elementwise("log1p", np.log1p, "np.log1p({0})", [lambda g, out, x: divide(g, add(x, 1))], save=INPUTS,
-                    domain=(-0.5, 2.0), costly=True, warns=True)
+                    domain=(-0.5, 2.0), costly=True, warns=True, complex=True)
 sqrt = elementwise("sqrt", np.sqrt, "np.sqrt({0})", [lambda g, out, x: divide(g, multiply(out, 2))], save=OUTPUT,
                    domain=(0.5, 3.0), warns=True, complex=True)
 square = elementwise("square", np.square, "({0} * {0})", [lambda g, out, x: multiply(g, multiply(x, 2))],
@@ -288,14 +288,14 @@ sin = elementwise("sin", np.sin, "np.sin({0})", [lambda g, out, x: multiply(g, c
 cos = elementwise("cos", np.cos, "np.cos({0})", [lambda g, out, x: negative(multiply(g, sin(x)))], save=INPUTS, costly=True,
                   complex=True)
 tan = elementwise("tan", np.tan, "np.tan({0})", [lambda g, out, x: multiply(g, add(multiply(out, out), 1))],
-                  save=OUTPUT, domain=(-1.2, 1.2), costly=True)
+                  save=OUTPUT, domain=(-1.2, 1.2), costly=True, complex=True)
 tanh = elementwise("tanh", np.tanh, "np.tanh({0})", [lambda g, out, x: multiply(g, subtract(1, multiply(out, out)))],
                    save=OUTPUT, costly=True, complex=True)
 arctan = elementwise("arctan", np.arctan, "np.arctan({0})", [lambda g, out, x: divide(g, add(multiply(x, x), 1))],
-                     save=INPUTS, costly=True)
+                     save=INPUTS, costly=True, complex=True)
 arcsinh = elementwise("arcsinh", np.arcsinh, "np.arcsinh({0})",
                       [lambda g, out, x: divide(g, sqrt(add(multiply(x, x), 1)))],
-                      save=INPUTS, domain=(-3.0, 3.0), costly=True)
+                      save=INPUTS, domain=(-3.0, 3.0), costly=True, complex=True)
 
 # Numerically stable forms: no overflow for large |x|, finite gradients at +-100 and beyond.
 sigmoid = elementwise("sigmoid", np.exp, "sigmoid_{f}({0})", [
@@ -330,29 +330,38 @@ def _wide_code(fn, x, dtype):
 # JAX) gives, not NaN; outside [-1, 1] NaN as the value.
 arcsin = elementwise("arcsin", np.arcsin, "np.arcsin({0})",
                      [lambda g, out, x: divide(g, sqrt(_one_minus_square(x)))],
-                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
+                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True, complex=True)
 arccos = elementwise("arccos", np.arccos, "np.arccos({0})",
                      [lambda g, out, x: negative(divide(g, sqrt(_one_minus_square(x))))],
-                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
-arccosh = elementwise("arccosh", np.arccosh, "np.arccosh({0})",
-                      [lambda g, out, x: divide(g, sqrt(multiply(subtract(x, 1), add(x, 1))))],
-                      save=INPUTS, domain=(1.2, 3.0), costly=True, warns=True)
+                     save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True, complex=True)
+
+
+def _arccosh_partial(g, out, x):
+    # complex: sqrt(z - 1) sqrt(z + 1), the principal branch's slope; sqrt(z*z - 1) has
+    # the opposite sign where Re z < 0
+    if is_complex(x):
+        return divide(g, multiply(sqrt(subtract(x, 1)), sqrt(add(x, 1))))
+    return divide(g, sqrt(multiply(subtract(x, 1), add(x, 1))))
+
+
+arccosh = elementwise("arccosh", np.arccosh, "np.arccosh({0})", [_arccosh_partial],
+                      save=INPUTS, domain=(1.2, 3.0), costly=True, warns=True, complex=True)
 arctanh = elementwise("arctanh", np.arctanh, "np.arctanh({0})",
                       [lambda g, out, x: divide(g, _one_minus_square(x))],
-                      save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True)
+                      save=INPUTS, domain=(-0.9, 0.9), costly=True, warns=True, complex=True)
 sinh = elementwise("sinh", np.sinh, "np.sinh({0})", [lambda g, out, x: multiply(g, cosh(x))],
-                   save=INPUTS, costly=True, warns=True)
+                   save=INPUTS, costly=True, warns=True, complex=True)
 cosh = elementwise("cosh", np.cosh, "np.cosh({0})", [lambda g, out, x: multiply(g, sinh(x))],
-                   save=INPUTS, costly=True, warns=True)
+                   save=INPUTS, costly=True, warns=True, complex=True)
 log2 = elementwise("log2", np.log2, lambda node: _wide_code("log2", "{0}", node.out.dtype),
                    [lambda g, out, x: divide(g, multiply(x, LN2))],
-                   save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True)
+                   save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True, complex=True)
 log10 = elementwise("log10", np.log10, "np.log10({0})",
                     [lambda g, out, x: divide(g, multiply(x, LN10))],
-                    save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True)
+                    save=INPUTS, domain=(0.5, 3.0), costly=True, warns=True, complex=True)
 exp2 = elementwise("exp2", np.exp2, lambda node: _wide_code("exp2", "{0}", node.out.dtype),
                    [lambda g, out, x: multiply(g, multiply(out, LN2))],
-                   save=OUTPUT, costly=True, warns=True)
+                   save=OUTPUT, costly=True, warns=True, complex=True)
 reciprocal = elementwise("reciprocal", np.reciprocal, "(np.{dtype}(1) / {0})",
                          [lambda g, out, x: negative(multiply(g, multiply(out, out)))],
                          save=OUTPUT, domain=(0.5, 2.0), warns=True, complex=True)
@@ -750,6 +759,23 @@ def real(val):
     """``np.real``: the real part of a complex tensor (its dtype's real dtype); a real
     tensor itself."""
     return _real_part.bind(val) if is_complex(val) else val
+
+
+@composite(examples=UNARY_EXAMPLES[:2], numpy=(np.real_if_close,))
+def real_if_close(a, tol=100):
+    """``np.real_if_close``: a real tensor itself; a complex one's real part where every
+    imaginary part is within ``tol`` machine epsilons of 0 (a test of the values: eager
+    only, a traced complex value raises)."""
+    if not is_complex(a):
+        return a
+    value = getattr(a, "_value", None)
+    if value is None:
+        raise UnsupportedError(at_user_line(
+            f"real_if_close: whether a traced complex value (shape {shape_of(a)}) is real "
+            "is known only when the compiled code runs; use jt.real(x) to take its real part"))
+    if tol > 1:
+        tol = tol * np.finfo(value.dtype).eps
+    return _real_part.bind(a) if np.all(np.abs(value.imag) < tol) else a
 
 
 @composite(examples=UNARY_EXAMPLES[:2], numpy=(np.imag,))

@@ -14,12 +14,12 @@ import numpy as np
 
 from .. import ir
 from ..errors import OutOfRange, ShapeError, UnsupportedError, at_user_line
-from ..tensor import Tensor
+from ..tensor import Tensor, holds_tensor
 from . import elementwise as _ew
 from .core import (Aval, Fixed, PerInput, Primitive, composite, ex, normalize_axes, numpy_dispatch,
-                   public, same_size, shape_of)
+                   pack, public, same_size, shape_of)
 from .shape import (_as_size, _axes_in_order, _ndim, _shape, atleast_1d, atleast_2d, axis_index,
-                    broadcast_to, exact_sizes, expand_dims, reshape, transpose)
+                    broadcast_to, exact_sizes, expand_dims, moveaxis, reshape, transpose)
 
 # -- joining: concatenate, stack ------------------------------------------------------
 
@@ -75,7 +75,7 @@ _concatenate = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axi
 def concatenate(xs, axis=0):
     """Join a sequence of tensors along an existing axis (``axis=None``: flattened
     first, as NumPy does)."""
-    xs = list(xs)
+    xs = [pack(x) for x in xs]
     if not xs:
         raise ValueError(at_user_line("concatenate: needs at least one tensor"))
     if axis is None:
@@ -126,7 +126,7 @@ _stack = Primitive("stack", lambda *xs, axis: np.stack(xs, axis=axis),
 @numpy_dispatch(np.stack)
 def stack(xs, axis=0):
     """Join a sequence of same-shaped tensors along a new axis."""
-    xs = list(xs)
+    xs = [pack(x) for x in xs]
     if not xs:
         raise ValueError(at_user_line("stack: needs at least one tensor"))
     (axis,) = normalize_axes("stack", axis, _ndim(xs[0]) + 1)
@@ -141,6 +141,104 @@ def stack(xs, axis=0):
     xs = [np.asarray(x, dtype) if isinstance(x, (bool, int, float)) else x for x in xs]
     return _stack.bind(*xs, axis=axis)
 
+
+@public(jt=False, numpy=True)
+def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    """NumPy's ``np.array``: a list or tuple that holds tensors becomes their stack (their
+    gradients kept, eager and compiled), a tensor stays itself (tensors are immutable: no
+    copy is needed), cast to ``dtype`` if given, with ``ndmin`` leading axes; anything
+    else is ``jt.constant``'s tensor of it."""
+    if isinstance(object, Tensor):
+        x = object
+    elif object.__class__ in (list, tuple) and holds_tensor(object):
+        x = pack(object)
+    else:                 # (jt.constant's dtypes: a Python float is float32, as TensorFlow's)
+        x = Tensor(object, dtype)
+    if dtype is not None and np.dtype(dtype) != x.dtype:
+        x = _ew.cast(x, np.dtype(dtype))
+    for _ in range(int(ndmin) - _ndim(x)):
+        x = expand_dims(x, 0)
+    return x
+
+
+@public(jt=False, numpy=True)
+def asarray(a, dtype=None, order=None, *, like=None, copy=None):
+    """NumPy's ``np.asarray``: ``array(a, dtype)`` (a tensor as it is)."""
+    return array(a, dtype)
+
+
+class _Concatenator:
+    """NumPy's ``np.r_`` and ``np.c_`` on tensors: the items (tensors, lists of them,
+    arrays, scalars, ranges given as slices) joined with jittape's ``concatenate``, so
+    that the gradients reach the tensors; without a tensor among them, NumPy's own."""
+
+    numpy_public = True
+    jt_public = False
+
+    def __init__(self, numpy_object, axis, ndmin, trans1d):
+        self._numpy = numpy_object
+        self._axis, self._ndmin, self._trans1d = axis, ndmin, trans1d
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        if not holds_tensor(items):
+            return self._numpy[key]
+        axis, ndmin, trans1d = self._axis, self._ndmin, self._trans1d
+        objs, kinds = [], []
+        for k, item in enumerate(items):
+            if isinstance(item, str):
+                if k != 0:
+                    raise ValueError(at_user_line("r_/c_: special directives must be the "
+                                                  "first entry"))
+                if item in ("r", "c"):
+                    raise UnsupportedError(at_user_line(
+                        f"r_/c_: the matrix directive {item!r} is not supported on tensors "
+                        "(np.matrix); join them without it"))
+                numbers = [int(v) for v in item.split(",")]
+                axis = numbers[0]
+                ndmin = numbers[1] if len(numbers) > 1 else ndmin
+                trans1d = numbers[2] if len(numbers) > 2 else trans1d
+                continue
+            if isinstance(item, slice):
+                start = 0 if item.start is None else item.start
+                step = 1 if item.step is None else item.step
+                obj = (np.linspace(start, item.stop, num=int(abs(step)))
+                       if isinstance(step, (complex, np.complexfloating))
+                       else np.arange(start, item.stop, step))
+                if ndmin > 1:
+                    obj = np.array(obj, ndmin=ndmin)
+                    if trans1d != -1:
+                        obj = obj.swapaxes(-1, trans1d)
+            elif isinstance(item, (bool, int, float, complex, np.generic)):
+                objs.append(item)
+                kinds.append(item)
+                continue
+            else:
+                obj = array(item)
+                item_ndim = _ndim(obj)
+                for _ in range(ndmin - item_ndim):
+                    obj = expand_dims(obj, 0)
+                if trans1d != -1 and item_ndim < ndmin:
+                    # NumPy's placement of the item's axes among the new ones
+                    k2, k1 = ndmin - item_ndim, trans1d
+                    if k1 < 0:
+                        k1 += k2 + 1
+                    axes = list(range(ndmin))
+                    obj = transpose(obj, axes[:k1] + axes[k2:] + axes[k1:k2])
+            objs.append(obj)
+            kinds.append(obj.dtype)
+        dtype = np.result_type(*kinds)
+        joined = []
+        for obj in objs:
+            if isinstance(obj, Tensor):
+                joined.append(obj if obj.dtype == dtype else _ew.cast(obj, dtype))
+            else:
+                joined.append(np.array(obj, dtype=dtype, ndmin=max(ndmin, 1)))
+        return concatenate(joined, axis=axis)
+
+
+r_ = _Concatenator(np.r_, 0, 1, -1)
+c_ = _Concatenator(np.c_, -1, 2, 0)
 
 
 # -- indexing ---------------------------------------------------------------------------
@@ -460,6 +558,7 @@ def column_stack(tup):
 @composite(examples=[ex((2, 3), (2,)), ex((2, 3), (1, 3), axis=0)], numpy=(np.append,))
 def append(arr, values, axis=None):
     """``values`` joined after ``arr`` along ``axis`` (both flattened if None)."""
+    arr, values = pack(arr), pack(values)
     if axis is None:
         arr = reshape(arr, (-1,)) if _ndim(arr) != 1 else arr
         values = reshape(values, (-1,))
@@ -551,21 +650,24 @@ def dsplit(ary, indices_or_sections):
 
 @composite(examples=[ex((3,), (3,)), ex((2, 3), (2, 3)), ex((4, 3), (3,))])
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    """The cross product of 3-vectors along the last axis (NumPy's ``cross``; the vectors
-    broadcast), from the components' products."""
-    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
-        raise UnsupportedError(at_user_line(
-            "cross: only vectors along the last axis are supported (axisa, axisb, axisc, "
-            "axis at their defaults)"))
+    """The cross product of 3-vectors (NumPy's ``cross``; the vectors broadcast), from the
+    components' products: the vectors along ``axisa`` of ``a`` and ``axisb`` of ``b``, the
+    result's along ``axisc`` (``axis``, if given, is all three)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(a, axis_index("cross", axisa, _shape(a)), -1)
+    b = moveaxis(b, axis_index("cross", axisb, _shape(b)), -1)
     if _shape(a)[-1:] != (3,) or _shape(b)[-1:] != (3,):
         raise ShapeError(at_user_line(
-            f"cross: the vectors must have 3 components along the last axis (shapes "
-            f"{_shape(a)} and {_shape(b)})"))
+            f"cross: the vectors must have 3 components (along axisa {axisa} and axisb "
+            f"{axisb}; shapes with them last {_shape(a)} and {_shape(b)}); 2-vectors are not "
+            "supported"))
     ax, ay, az = (getitem(a, (Ellipsis, k)) for k in range(3))
     bx, by, bz = (getitem(b, (Ellipsis, k)) for k in range(3))
-    return stack([_ew.subtract(_ew.multiply(ay, bz), _ew.multiply(az, by)),
-                  _ew.subtract(_ew.multiply(az, bx), _ew.multiply(ax, bz)),
-                  _ew.subtract(_ew.multiply(ax, by), _ew.multiply(ay, bx))], axis=-1)
+    out = stack([_ew.subtract(_ew.multiply(ay, bz), _ew.multiply(az, by)),
+                 _ew.subtract(_ew.multiply(az, bx), _ew.multiply(ax, bz)),
+                 _ew.subtract(_ew.multiply(ax, by), _ew.multiply(ay, bx))], axis=-1)
+    return moveaxis(out, -1, axis_index("cross", axisc, _shape(out)))
 
 
 numpy_dispatch(np.cross)(cross)
@@ -1204,6 +1306,66 @@ def diff(a, n=1, axis=-1, prepend=_NO_VALUE, append=_NO_VALUE):
     for _ in range(n):
         a = _ew.subtract(slice_axis(a, axis, 1, None), slice_axis(a, axis, 0, -1))
     return a
+
+
+def _gradient_call(f, **params):
+    """``gradient``'s result as one tensor for the op tests (a tuple when several axes)."""
+    out = gradient(f, **params)
+    return stack(list(out)) if isinstance(out, tuple) else out
+
+
+@composite(examples=[ex((5,)), ex((4, 3), axis=1), ex((3, 4), axis=0, edge_order=2),
+                     ex((3, 4))], numpy=(np.gradient,), call=_gradient_call)
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's ``gradient`` for evenly spaced samples: central differences inside, one-
+    sided ones (of ``edge_order`` 1 or 2) at the ends, along each axis of ``axis`` (all by
+    default; one tensor for one axis, a tuple otherwise, as NumPy's). ``varargs``: the spacing, one
+    number for all axes or one per axis (coordinate arrays are not supported)."""
+    shape = _shape(f)
+    axes = (tuple(range(len(shape))) if axis is None else
+            tuple(axis_index("gradient", a, shape) for a in
+                  (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    if len(varargs) == 0:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacings = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes) and all(np.ndim(h) == 0 for h in varargs):
+        spacings = list(varargs)
+    else:
+        raise UnsupportedError(at_user_line(
+            f"gradient: the spacing must be one number or one per axis ({len(axes)}), got "
+            f"{len(varargs)} values (coordinate arrays are not supported; shape {shape})"))
+    if edge_order not in (1, 2):
+        raise ValueError(at_user_line(f"gradient: edge_order {edge_order!r} is not 1 or 2"))
+    if np.dtype(getattr(f, "dtype", None) or np.asarray(f).dtype).kind in "iub":
+        f = _ew.cast(f, np.float64)                  # (NumPy's: integers give float64)
+    out = []
+    for k, h in zip(axes, spacings):
+        n = int(shape[k])
+        if n < edge_order + 1:
+            raise ShapeError(at_user_line(
+                f"gradient: shape {shape} is too small along axis {k} to calculate a "
+                f"numerical gradient, at least (edge_order + 1) = {edge_order + 1} elements "
+                "are required"))
+
+        def at(i):                                # element i along axis k, kept as an axis
+            return slice_axis(f, k, i, i + 1 if i != -1 else None)
+        if edge_order == 1:
+            first = _ew.subtract(at(1), at(0))
+            last = _ew.subtract(at(-1), at(-2))
+        else:
+            first = _ew.add(_ew.add(_ew.multiply(at(0), -1.5), _ew.multiply(at(1), 2.0)),
+                            _ew.multiply(at(2), -0.5))
+            last = _ew.add(_ew.add(_ew.multiply(at(-3), 0.5), _ew.multiply(at(-2), -2.0)),
+                           _ew.multiply(at(-1), 1.5))
+        parts = [first]
+        if n > 2:                                 # central differences inside
+            parts.append(_ew.multiply(_ew.subtract(slice_axis(f, k, 2, None),
+                                                   slice_axis(f, k, 0, -2)), 0.5))
+        parts.append(last)
+        value = concatenate(parts, k)
+        out.append(value if isinstance(h, (int, float)) and h == 1 else _ew.divide(value, h))
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 # -- lowerings ---------------------------------------------------------------------------

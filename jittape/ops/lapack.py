@@ -37,7 +37,10 @@ differentiated. ``pinv`` is a primitive whose gradient is that of a pseudo-inver
 constant rank (Golub and Pereyra); ``lstsq``'s solution is ``pinv(a) @ b``. A matrix
 holding NaN or inf (where the op reads) gives NaN results, eagerly and compiled, where
 NumPy's LAPACK raises for some ("SVD did not converge"). ``eig`` and ``eigvals`` (complex
-results) raise ``UnsupportedError``. Which of m and n is smaller fixes svd's and qr's
+results) raise ``UnsupportedError``. ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` and
+``norm`` take complex matrices (Hermitian ones for eigh, its diagonal's real part read,
+as LAPACK's heevd): their rules are the real ones with conjugate transposes, and a
+cotangent of complex vectors must not depend on their phases (``_phase_free``). Which of m and n is smaller fixes svd's and qr's
 shapes: a compiled function traces again when it changes (``_smaller``).
 
 Compiled, on the CPU only: each op calls a helper of ``codegen/lapack.py`` per matrix,
@@ -56,7 +59,7 @@ from . import reduce as _rd
 from . import shape as _sh
 from ..ir import expr_of, is_static
 from . import creation as _cr
-from .core import (Aval, Primitive, aval_of, broadcast_shapes, composite, ex, numpy_dispatch,
+from .core import (Aval, Primitive, aval_of, broadcast_shapes, composite, ex, numpy_dispatch, pack,
                    public, same_size, shape_of)
 
 CPU_ONLY = ("cpu",)
@@ -140,6 +143,11 @@ def _ndim(x):
 def _t(x):
     """The matrices of a stack transposed."""
     return _sh.swapaxes(x, -1, -2)
+
+
+def _h(x):
+    """The matrices of a stack conjugate-transposed (transposed, for real ones)."""
+    return _ew.conj_of(_sh.swapaxes(x, -1, -2))
 
 
 def _column(v):
@@ -335,7 +343,7 @@ _triangle = Primitive(
     jvp=[lambda t, out, x, diagonal: _triangle.bind(t, diagonal=diagonal)],
     save=(False, False),
     examples=[ex((3, 3), diagonal=1.0), ex((2, 3, 4), diagonal=0.5), ex((4, 2), diagonal=0.0)],
-    kind="opaque", backends=CPU_ONLY, public=False)
+    kind="opaque", backends=CPU_ONLY, public=False, complex=True)
 
 
 def _lower_solve(l, x):
@@ -449,13 +457,17 @@ def norm(x, ord=None, axis=None, keepdims=False):
     p) along one axis, matrix norms (None/'fro', 1, -1, inf, -inf) over two; with
     ``axis=None`` the 2-norm of all elements (``ord=None``), or the vector or matrix norm
     of a 1-D or 2-D ``x``. The gradient of the 2-norm at zero is 0."""
+    x = pack(x)               # (a list of tensors: their stack, as NumPy's array of it)
     dtype = _dtype_of(x)
-    if dtype.kind not in "f":
+    if dtype.kind not in "fc":
         x = _ew.cast(x, np.float64)
     ndim = _ndim(x)
+    # complex: every norm but the spectral ones (2, -2, 'nuc' of matrices, from the
+    # singular values of the complex matrix) is the norm of the magnitudes, as NumPy's
+    magnitudes = _ew.abs if dtype.kind == "c" else (lambda v: v)
     if axis is None:
         if ord is None:
-            return _two_norm(x, tuple(range(ndim)), keepdims)
+            return _two_norm(magnitudes(x), tuple(range(ndim)), keepdims)
         if ndim not in (1, 2):
             raise ValueError(at_user_line(
                 f"norm: ord={ord!r} with axis=None needs a 1-D or 2-D operand, got rank {ndim}"))
@@ -469,11 +481,12 @@ def norm(x, ord=None, axis=None, keepdims=False):
             raise ShapeError(at_user_line(f"norm: axis {a} is out of bounds for rank {ndim}"))
     axis = tuple(a % ndim for a in axis)
     if len(axis) == 1:
-        return _vector_norm(x, ord, axis, keepdims)
+        return _vector_norm(magnitudes(x), ord, axis, keepdims)
     if len(axis) == 2:
         if axis[0] == axis[1]:
             raise ValueError(at_user_line(f"norm: duplicate axes given ({axis})"))
-        return _matrix_norm(x, ord, axis, keepdims)
+        spectral = isinstance(ord, str) and ord == "nuc" or ord in (2, -2)
+        return _matrix_norm(x if spectral else magnitudes(x), ord, axis, keepdims)
     raise ValueError(at_user_line(f"norm: improper number of axes ({len(axis)}) to norm"))
 
 
@@ -500,16 +513,51 @@ def _smaller(m, n):
     return min(m, n)
 
 
-def _decomposition_abstract(op, result, square=False):
+def _decomposition_abstract(op, result, square=False, real=False):
     """The rule of an op of a stack of matrices: ``result(m, n, **params)`` the shape of
-    one matrix's result."""
+    one matrix's result. A complex operand (eigh, svd) gives complex128 results, or
+    complex64 for complex64, as NumPy's; ``real``: the result is real (eigenvalues of a
+    Hermitian matrix, singular values), float32 for complex64."""
     def abstract(a, **params):
         shape = tuple(shape_of(a))
         if square:
             _square(op, shape)
         m, n = _rows_cols(op, shape)
-        return Aval(shape[:-2] + tuple(result(m, n, **params)), _dtype(op, a))
+        dtype = np.dtype(a.dtype) if hasattr(a, "dtype") else np.asarray(a).dtype
+        if dtype.kind == "c":
+            dtype = np.dtype(np.complex64 if dtype == np.complex64 else np.complex128)
+            if real:
+                dtype = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+        else:
+            dtype = _dtype(op, a)
+        return Aval(shape[:-2] + tuple(result(m, n, **params)), dtype)
     return abstract
+
+
+def _phase_free(op, what, x, scale):
+    """The cotangent of complex eigenvectors or singular vectors is defined only for a
+    loss that does not depend on their phases (each is LAPACK's up to a factor e^(i phi)):
+    then the imaginary parts of the diagonal of V^H g (``x``) are zero. A loss that reads
+    the phases (or a compiled function, where the values are not known while the rule is
+    traced) raises UnsupportedError instead of giving a gradient of another phase
+    convention than LAPACK's."""
+    value = getattr(x, "_value", None)
+    if value is None:
+        raise UnsupportedError(at_user_line(
+            f"{op}: the gradient through complex {what} ({x.dtype} {tuple(shape_of(x))}) is "
+            "computed eagerly only (it checks that the loss does not depend on their "
+            "phases, which are arbitrary); use a GradientTape, or differentiate through "
+            "the eigenvalues or singular values"))
+    value = np.asarray(value)
+    d = np.abs(np.diagonal(value, axis1=-2, axis2=-1).imag)
+    bound = 100 * np.sqrt(np.finfo(value.dtype).eps) * (np.max(np.abs(value), initial=0) + scale)
+    if d.size and np.max(d) > bound:
+        raise UnsupportedError(at_user_line(
+            f"{op}: the loss depends on the phases of the complex {what} ({value.dtype} "
+            f"{value.shape}; each is defined "
+            "up to a factor e^(i phi), and LAPACK's choice has no derivative formula); "
+            "make the loss invariant to them (abs(v), v @ v^H, ...)"))
+
 
 
 def _guarded(f, a, read=None, fill=None):
@@ -565,8 +613,12 @@ def _check_uplo(op, UPLO):
 def _read_lower(a, UPLO):
     """The matrices whose lower triangle eigh reads: ``a``'s, or for UPLO='U' its
     transpose's (so that the values and vectors are those of the lower triangle's call,
-    compiled as eagerly)."""
-    return np.swapaxes(a, -1, -2) if UPLO == "U" else a
+    compiled as eagerly); of a complex ``a``, the conjugate transpose's (the Hermitian
+    matrix of the upper triangle)."""
+    if UPLO != "U":
+        return a
+    a = np.swapaxes(a, -1, -2)
+    return np.conj(a) if a.dtype.kind == "c" else a
 
 
 def _eigvalsh_impl(a, UPLO):
@@ -577,39 +629,65 @@ def _eigh_vectors_impl(a, UPLO):
     return _guarded(lambda x: np.linalg.eigh(x)[1], _read_lower(a, UPLO), np.tril)
 
 
+def _real_diagonal(x):
+    """The diagonal matrices of the real parts of ``x``'s diagonals (LAPACK reads only
+    the real part of a Hermitian matrix's diagonal)."""
+    return _ew.real(_ew.subtract(_triangle.bind(x, diagonal=1.0), _triangle.bind(x, diagonal=0.0)))
+
+
 def _symmetric_tangent(t, UPLO):
-    """The symmetric matrix eigh reads from a tangent ``t``: its lower (or upper)
-    triangle mirrored."""
+    """The symmetric (Hermitian) matrix eigh reads from a tangent ``t``: its lower (or
+    upper) triangle mirrored (conjugated; the diagonal's real part)."""
     if UPLO == "U":
-        t = _t(t)
+        t = _h(t)
+    if _ew.is_complex(t):
+        strict = _triangle.bind(t, diagonal=0.0)
+        return _ew.add(_ew.add(strict, _h(strict)), _real_diagonal(t))
     return _ew.add(_triangle.bind(t, diagonal=1.0), _t(_triangle.bind(t, diagonal=0.0)))
 
 
 def _symmetric_cotangent(g, UPLO):
-    """The transpose of ``_symmetric_tangent``: a gradient ``g`` with respect to the
-    symmetric matrix read, as one with respect to ``a`` (zero in the triangle not read)."""
-    out = _ew.add(_triangle.bind(g, diagonal=1.0), _triangle.bind(_t(g), diagonal=0.0))
-    return _t(out) if UPLO == "U" else out
+    """The adjoint of ``_symmetric_tangent``: a gradient ``g`` with respect to the
+    symmetric (Hermitian) matrix read, as one with respect to ``a`` (zero in the triangle
+    not read, and in the imaginary parts of a complex diagonal)."""
+    if _ew.is_complex(g):
+        out = _ew.add(_triangle.bind(_ew.add(g, _h(g)), diagonal=0.0), _real_diagonal(g))
+    else:
+        out = _ew.add(_triangle.bind(g, diagonal=1.0), _triangle.bind(_t(g), diagonal=0.0))
+    return _h(out) if UPLO == "U" else out
 
 
 def _eigvalsh_vjp(g, out, a, UPLO):
     v = _eigh_vectors.bind(a, UPLO=UPLO)
-    return _symmetric_cotangent(_mm(_ew.multiply(v, _row(g)), _t(v)), UPLO)
+    return _symmetric_cotangent(_mm(_ew.multiply(v, _row(g)), _h(v)), UPLO)
 
 
 def _eigvalsh_jvp(t, out, a, UPLO):
     v = _eigh_vectors.bind(a, UPLO=UPLO)
     s = _symmetric_tangent(t, UPLO)
-    return _rd.sum(_ew.multiply(v, _mm(s, v)), axis=-2)
+    # v_i^H s v_i, real for a Hermitian s
+    return _ew.real(_rd.sum(_ew.multiply(_ew.conj_of(v), _mm(s, v)), axis=-2))
+
+
+def _no_complex_vectors_jvp(op, what, out):
+    if _ew.is_complex(out):
+        raise UnsupportedError(at_user_line(
+            f"{op}: forward-mode derivatives of complex {what} ({out.dtype} "
+            f"{tuple(shape_of(out))}) are not supported: their phases are arbitrary, so "
+            "their tangents are not defined; use reverse mode (a GradientTape), or the "
+            "eigenvalues or singular values"))
 
 
 def _eigh_vectors_vjp(g, out, a, UPLO):
     f = _gaps_reciprocal(_eigvalsh.bind(a, UPLO=UPLO))
-    inner = _ew.multiply(f, _mm(_t(out), g))
-    return _symmetric_cotangent(_mm(out, inner, _t(out)), UPLO)
+    x = _mm(_h(out), g)
+    if _ew.is_complex(x):
+        _phase_free("eigh", "eigenvectors", x, 0.0)
+    return _symmetric_cotangent(_mm(out, _ew.multiply(f, x), _h(out)), UPLO)
 
 
 def _eigh_vectors_jvp(t, out, a, UPLO):
+    _no_complex_vectors_jvp("eigh", "eigenvectors", out)
     f = _gaps_reciprocal(_eigvalsh.bind(a, UPLO=UPLO))
     s = _symmetric_tangent(t, UPLO)
     return _mm(out, _ew.multiply(f, _mm(_t(out), s, out)))
@@ -627,17 +705,17 @@ def _spread(m, n=None):
 
 _eigvalsh = _LinalgPrimitive(
     "eigvalsh", _eigvalsh_impl,
-    abstract=_decomposition_abstract("eigvalsh", lambda m, n, UPLO: (n,), square=True),
+    abstract=_decomposition_abstract("eigvalsh", lambda m, n, UPLO: (n,), square=True, real=True),
     vjp=[_eigvalsh_vjp], jvp=[_eigvalsh_jvp], save=(True, False),
     examples=[ex((3, 3), UPLO="L"), ex((2, 4, 4), UPLO="U"), ex((1, 1), UPLO="L")],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 _eigh_vectors = _LinalgPrimitive(
     "eigh", _eigh_vectors_impl,
     abstract=_decomposition_abstract("eigh", lambda m, n, UPLO: (n, n), square=True),
     vjp=[_eigh_vectors_vjp], jvp=[_eigh_vectors_jvp],
     examples=[ex((3, 3), UPLO="L", domain=(_spread(3),)),
               ex((2, 4, 4), UPLO="U", domain=(_spread(4),))],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 
 EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
 EighResult.__doc__ = "(eigenvalues, eigenvectors) of ``eigh``, as NumPy's result names them."
@@ -706,17 +784,25 @@ def _svdvals_vjp(g, out, a):
 
 def _svdvals_jvp(t, out, a):
     u, _, vh = _svd_reduced(a)
-    return _rd.sum(_ew.multiply(u, _mm(t, _t(vh))), axis=-2)
+    # Re(u_i^H t v_i)
+    return _ew.real(_rd.sum(_ew.multiply(_ew.conj_of(u), _mm(t, _h(vh))), axis=-2))
 
 
+# Complex matrices (PyTorch's svd_backward, whose convention for complex gradients is
+# jittape's): transposes become conjugate transposes; the cotangent of U or Vh alone must
+# not depend on the singular vectors' phases (``_phase_free``), and then the diagonal
+# term of the phases is zero.
 def _svd_u_vjp(g, out, a, full_matrices):
     _full_only_square("svd", a, full_matrices)
     u, s, vh = _svd_reduced(a)
-    x = _ew.multiply(_svd_gaps(s), _mm(_t(u), g))
-    grad = _mm(u, _ew.multiply(_ew.add(x, _t(x)), _row(s)), vh)
+    uhg = _mm(_h(u), g)
+    if _ew.is_complex(uhg):
+        _phase_free("svd", "singular vectors (U)", uhg, 0.0)
+    x = _ew.multiply(_svd_gaps(s), uhg)
+    grad = _mm(u, _ew.multiply(_ew.add(x, _h(x)), _row(s)), vh)
     m, n = shape_of(a)[-2:]
     if m > n:                             # the part of g off u's columns
-        off = _ew.subtract(g, _mm(u, _t(u), g))
+        off = _ew.subtract(g, _mm(u, _h(u), g))
         grad = _ew.add(grad, _mm(_ew.divide(off, _row(s)), vh))
     return grad
 
@@ -724,16 +810,20 @@ def _svd_u_vjp(g, out, a, full_matrices):
 def _svd_vh_vjp(g, out, a, full_matrices):
     _full_only_square("svd", a, full_matrices)
     u, s, vh = _svd_reduced(a)
-    y = _ew.multiply(_svd_gaps(s), _mm(vh, _t(g)))
-    grad = _mm(u, _ew.multiply(_column(s), _ew.add(y, _t(y))), vh)
+    vhg = _mm(vh, _h(g))
+    if _ew.is_complex(vhg):
+        _phase_free("svd", "singular vectors (Vh)", vhg, 0.0)
+    y = _ew.multiply(_svd_gaps(s), vhg)
+    grad = _mm(u, _ew.multiply(_column(s), _ew.add(y, _h(y))), vh)
     m, n = shape_of(a)[-2:]
     if n > m:                             # the part of g off vh's rows
-        off = _ew.subtract(g, _mm(g, _t(vh), vh))
+        off = _ew.subtract(g, _mm(g, _h(vh), vh))
         grad = _ew.add(grad, _mm(_ew.divide(u, _row(s)), off))
     return grad
 
 
 def _svd_u_jvp(t, out, a, full_matrices):
+    _no_complex_vectors_jvp("svd", "singular vectors", out)
     _full_only_square("svd", a, full_matrices)
     u, s, vh = _svd_reduced(a)
     p = _mm(_t(u), t, _t(vh))
@@ -747,6 +837,7 @@ def _svd_u_jvp(t, out, a, full_matrices):
 
 
 def _svd_vh_jvp(t, out, a, full_matrices):
+    _no_complex_vectors_jvp("svd", "singular vectors", out)
     _full_only_square("svd", a, full_matrices)
     u, s, vh = _svd_reduced(a)
     p = _mm(_t(u), t, _t(vh))
@@ -772,10 +863,10 @@ def _svd_shapes(part):
 
 _svdvals = _LinalgPrimitive(
     "svdvals", lambda a: _guarded(lambda x: np.linalg.svd(x, compute_uv=False), a),
-    abstract=_decomposition_abstract("svd", _svd_shapes("s")),
+    abstract=_decomposition_abstract("svd", _svd_shapes("s"), real=True),
     vjp=[_svdvals_vjp], jvp=[_svdvals_jvp], save=(True, False),
     examples=[ex((3, 3)), ex((4, 2)), ex((2, 2, 3)), ex((3, 2, 2), domain=(_spread(2),))],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 _svd_u = _LinalgPrimitive(
     "svd", lambda a, full_matrices: _guarded(
         lambda x: np.linalg.svd(x, full_matrices=full_matrices)[0], a),
@@ -784,7 +875,7 @@ _svd_u = _LinalgPrimitive(
     examples=[ex((3, 3), full_matrices=True, domain=(_spread(3),)),
               ex((4, 2), full_matrices=False, domain=(_spread(4, 2),)),
               ex((2, 2, 3), full_matrices=False, domain=(_spread(2, 3),))],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 _svd_vh = _LinalgPrimitive(
     "svd_vh", lambda a, full_matrices: _guarded(
         lambda x: np.linalg.svd(x, full_matrices=full_matrices)[2], a),
@@ -793,7 +884,7 @@ _svd_vh = _LinalgPrimitive(
     examples=[ex((3, 3), full_matrices=False, domain=(_spread(3),)),
               ex((4, 2), full_matrices=False, domain=(_spread(4, 2),)),
               ex((2, 2, 3), full_matrices=False, domain=(_spread(2, 3),))],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 
 SVDResult = collections.namedtuple("SVDResult", "U S Vh")
 SVDResult.__doc__ = "(U, S, Vh) of ``svd``, as NumPy's result names them."
@@ -1281,19 +1372,33 @@ def _lower_decomposition(helper, pick, count, what, tail=2, extra=None):
         (a,) = node.inputs
         out = node.out
         lines = []
-        an = _operand(ctx, a, out.dtype, lines)
         batch = out.ndim - tail
-        ctx.link(helper, out.dtype.name)
+        upper = node.params.get("UPLO") == "U"
+        if a.dtype.kind == "c":
+            # the complex helper of the operand's dtype (its results may be real); the
+            # upper triangle of a Hermitian matrix is the conjugated lower one of the
+            # transpose (the helper conjugates)
+            dtype = np.dtype(np.complex64 if out.dtype in (np.complex64, np.float32)
+                             else np.complex128)
+            an = _operand(ctx, a, dtype, lines)
+            name = helper + "_complex"
+            ctx.link(name, dtype.name)
+            more = [repr(upper)] if "UPLO" in node.params else []
+        else:
+            an = _operand(ctx, a, out.dtype, lines)
+            name = helper
+            ctx.link(helper, out.dtype.name)
+            more = []
         o = ctx.name(out)
-        view = _view(a, an, batch, 2) + (".T" if node.params.get("UPLO") == "U" else "")
-        args = ", ".join([view] + ([extra(node.params)] if extra else []))
+        view = _view(a, an, batch, 2) + (".T" if upper else "")
+        args = ", ".join([view] + more + ([extra(node.params)] if extra else []))
         r = ctx.tmp("r")
         pad = "    " * batch
         if batch:
             lines.append(f"{o} = empty({ctx.shape(out.shape)}, {ctx.dtype(out.dtype)})")
             lines += _loops(ctx, out, batch)
         message = ctx.message(f"{what}: the decomposition did not converge{_where(node)}")
-        lines += [f"{pad}{r} = {helper}({args})",
+        lines += [f"{pad}{r} = {name}({args})",
                   f"{pad}if {r}[{count - 1}] != 0:",
                   f"{pad}    raise LinAlgError({message})",
                   f"{pad}{o}[{_at(batch)}] = {r}[{pick}]" if batch else f"{o} = {r}[{pick}]"]

@@ -8,6 +8,7 @@ appears at most once per operand (no diagonals) and ``...`` is not supported.
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError, at_user_line
+from ..ir import is_static
 from . import elementwise as _ew
 from . import shape as _sh
 from .core import (Aval, PerInput, Primitive, broadcast_shapes, composite, ex, numpy_dispatch,
@@ -70,14 +71,14 @@ matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
 
 @numpy_dispatch(np.dot)
 def dot(a, b):
-    """NumPy's ``dot`` for operands of up to two axes (and N-D with a 1-D/2-D second operand)."""
+    """NumPy's ``dot``: a product of matrices (and vectors), and for more axes the sum
+    over ``a``'s last and ``b``'s second to last (a 1-D/2-D ``b``: over its first)."""
     na, nb = np.ndim(a) if not hasattr(a, "ndim") else a.ndim, np.ndim(b) if not hasattr(b, "ndim") else b.ndim
     if na == 0 or nb == 0:
         return _ew.multiply(a, b)
     if nb > 2:
-        raise UnsupportedError(at_user_line(
-            f"dot: a second operand with more than two axes is not supported (shapes "
-            f"{_sh._shape(a)} and {_sh._shape(b)}); use matmul or einsum"))
+        # NumPy's dot: a's last axis with b's second to last, a's other axes then b's
+        return tensordot(a, b, axes=([na - 1], [nb - 2]))
     return matmul(a, b)
 
 
@@ -168,7 +169,8 @@ _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract
 def einsum(spec, *operands, optimize=False, **options):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``: ``...`` for the axes
     the letters do not name, any number of operands (contracted two at a time, left to
-    right, whatever ``optimize`` says), no repeated index within an operand (diagonals)."""
+    right, whatever ``optimize`` says); an index repeated within an operand takes its
+    diagonal (``einsum('ii->i', a)``)."""
     if options:
         raise UnsupportedError(at_user_line(
             f"einsum: {', '.join(sorted(options))}= not supported (tensors are immutable "
@@ -180,10 +182,42 @@ def einsum(spec, *operands, optimize=False, **options):
         spec = _explicit_ellipses(spec, operands)
     lhs, arrow, out = spec.partition("->")
     ins = lhs.split(",")
+    if len(ins) == len(operands) and any(len(set(s)) != len(s) for s in ins):
+        if not arrow:               # (NumPy's implicit output: the indices named once)
+            letters = "".join(ins)
+            arrow, out = "->", "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        ins, operands = _diagonals(ins, list(operands), spec)
+        spec = ",".join(ins) + arrow + out
     if len(ins) > 2 and len(ins) == len(operands):
         return _pairwise(ins, out if arrow else None, list(operands), spec)
     ins, out = parse_einsum(spec, len(operands))
     return _einsum.bind(*operands, spec=",".join(ins) + "->" + out)
+
+
+def _diagonals(ins, operands, spec):
+    """An index repeated within one operand (``'iij'``) takes that operand's diagonal
+    first, as NumPy does: the two axes become one, the diagonal's, placed last."""
+    from .indexing import diagonal       # (indexing builds on this module's family)
+    ins = list(ins)
+    for k, letters in enumerate(ins):
+        while len(set(letters)) != len(letters):
+            c = next(c for c in letters if letters.count(c) > 1)
+            first = letters.index(c)
+            second = letters.index(c, first + 1)
+            sizes = _sh._shape(operands[k])
+            if len(sizes) != len(letters):
+                raise ShapeError(at_user_line(
+                    f"einsum: operand {letters!r} of {spec!r} names {len(letters)} axes, its "
+                    f"shape {tuple(sizes)} has {len(sizes)}"))
+            if is_static(sizes[first]) and is_static(sizes[second]) and \
+                    int(sizes[first]) != int(sizes[second]):
+                raise ShapeError(at_user_line(
+                    f"einsum: index {c!r} of {letters!r} in {spec!r} is repeated over axes of "
+                    f"sizes {sizes[first]} and {sizes[second]}"))
+            operands[k] = diagonal(operands[k], 0, first, second)
+            letters = letters[:first] + letters[first + 1:second] + letters[second + 1:] + c
+        ins[k] = letters
+    return ins, operands
 
 
 def _interleaved(first, rest):

@@ -13,7 +13,8 @@ from .elementwise import (abs, add, cast, clip, conjugate, divide, equal, floor_
                           subtract)
 from .elementwise import round as _round
 from .linalg import dot, matmul
-from .reduce import argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum, var
+from .reduce import (argmax, argmin, cumprod, cumsum, max, mean, min, prod, reduce_all, reduce_any,
+                     std, sum, var)
 from .indexing import diagonal, getitem, repeat, trace
 from .shape import ravel, reshape, squeeze, swapaxes, transpose
 from .sorting import argsort
@@ -129,6 +130,12 @@ class TensorMethods:
 
     def prod(self, axis=None, keepdims=False):
         return prod(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return reduce_all(self, axis, out, keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return reduce_any(self, axis, out, keepdims)
 
     def dot(self, other):
         return dot(self, other)

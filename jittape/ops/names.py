@@ -33,6 +33,7 @@ FAMILIES = {                 # module -> its heading in the docs (modules by the
                           ("indexing", "indexing and joining"),
                           ("lapack", "linear algebra (np.linalg)"),
                           ("special", "scipy.special"), ("sorting", "sorting"),
+                          ("fourier", "discrete Fourier transforms (np.fft)"),
                           ("nn", "nn"), ("creation", "creation"))}    # a function `shape`
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS_BEGIN = "<!-- op list: written by python -m jittape.ops.names -->"
@@ -241,6 +242,8 @@ def _on_cuda(record):
         if "cuda" not in record.backends:
             return "no"
         return getattr(record, "cuda_note", "yes")
+    if getattr(record.fn, "backends", None) is not None:     # a composite that says (np.fft)
+        return "yes" if "cuda" in record.fn.backends else "no"
     return "no" if record.fn.__module__.endswith(".lapack") else "yes"
 
 

@@ -11,7 +11,8 @@ from .. import ir
 from ..errors import ShapeError, UnsupportedError, at_user_line
 from . import elementwise as _ew
 from . import shape as _shape
-from .core import Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, public, shape_of
+from .core import (Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, pack, public,
+                   shape_of)
 
 REDUCE_EXAMPLES = [
     ex((2, 3), axis=(0, 1), keepdims=False), ex((2, 3), axis=(1,), keepdims=False),
@@ -112,12 +113,14 @@ def _full_ones(out):
     return ones_like(out)
 
 
+# complex values: NumPy's lexicographic order (real parts, then imaginary parts); the
+# element picked gets the cotangent, a selection whose rule is the same as for reals
 _max = Primitive("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
                  abstract=_reduce_abstract("max"), vjp=[_extremum_vjp], jvp=[_extremum_jvp], save=(True, True),
-                 examples=REDUCE_EXAMPLES, kind="reduction")
+                 examples=REDUCE_EXAMPLES, kind="reduction", complex=True)
 _min = Primitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
                  abstract=_reduce_abstract("min"), vjp=[_extremum_vjp], jvp=[_extremum_jvp], save=(True, True),
-                 examples=REDUCE_EXAMPLES, kind="reduction")
+                 examples=REDUCE_EXAMPLES, kind="reduction", complex=True)
 
 
 def _prod_impl(x, axis, keepdims):
@@ -167,6 +170,7 @@ def _ndim(x):
 def _counted(x):
     """Booleans as NumPy sums and multiplies them: int64 (kept as bool, a sum was a
     logical or: the sum of [True, True, False] was True, its mean 1/3)."""
+    x = pack(x)
     dtype = getattr(x, "dtype", None)
     if dtype is None:
         dtype = np.asarray(x).dtype
@@ -184,6 +188,7 @@ def _keywords(op, x, keepdims, dtype, out, where, identity):
     """``x`` ready for reduction ``op`` under NumPy's keywords: ``dtype`` (the input cast
     to it first, as NumPy accumulates in it), ``where`` (elements outside the mask
     replaced by ``identity``); ``out`` is refused (tensors are immutable)."""
+    x = pack(x)
     if isinstance(keepdims, (type, np.dtype, str)):     # NumPy's dtype by position
         raise TypeError(at_user_line(
             f"{op}: keepdims must be a bool, got {keepdims!r} (jittape's {op} takes x, axis, "
@@ -342,6 +347,7 @@ def _dtype_of(x):
 def _statistic_input(x, dtype):
     """``x`` as NumPy's statistics compute with it: in ``dtype`` if given, integers and
     booleans as float64."""
+    x = pack(x)
     if dtype is not None:
         x = _ew.cast(x, dtype)
     return _ew.cast(x, np.float64) if _dtype_of(x).kind in "iub" else x
@@ -362,7 +368,9 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         n = int(n)
     # NumPy divides by max(n - ddof, 0): no degrees of freedom left gives inf or nan
     divisor = n - ddof if n - ddof > 0 else 0
-    return _ew.divide(sum(_ew.multiply(d, d), axes, keepdims), divisor)
+    # complex: |d|^2, real (NumPy's d * conj(d), its real part)
+    squares = _ew.real(_ew.multiply(d, _ew.conj_of(d))) if _ew.is_complex(d) else _ew.multiply(d, d)
+    return _ew.divide(sum(squares, axes, keepdims), divisor)
 
 
 @composite(examples=[ex((2, 3)), ex((3, 2), axis=-1, ddof=1, keepdims=True)],
@@ -373,8 +381,13 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     _no_out("std", out)
     x = _statistic_input(x, dtype)
     _shape.axes_of("std", axis, _shape._shape(x))             # (a bad axis names std)
-    count(x, axis, "std")
-    return _ew.sqrt(var(x, axis, ddof=ddof, keepdims=keepdims))
+    n = count(x, axis, "std")
+    v = var(x, axis, ddof=ddof, keepdims=keepdims)
+    if isinstance(n, (int, np.integer)) and n == 1:
+        # one element per result: the deviation is 0 whatever x, so the standard
+        # deviation is constant, its derivative 0 (not sqrt's infinite slope at 0 times 0)
+        v = _ew.stop_gradient(v)
+    return _ew.sqrt(v)
 
 
 @composite(examples=[ex((2, 3)), ex((2, 3), axis=1, keepdims=True)], numpy=(np.nansum,))
@@ -614,11 +627,17 @@ reduce_logsumexp = logsumexp
 # ``reduce`` gives the accumulator's start value for a dtype and its update.
 
 def _lowest(dtype):
-    return -np.inf if dtype.kind in "fc" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
+    # complex: -inf - inf j, below every complex number in NumPy's lexicographic order
+    # (-inf + 0j is above -inf - 1j)
+    if dtype.kind == "c":
+        return complex(-np.inf, -np.inf)
+    return -np.inf if dtype.kind == "f" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
 
 
 def _highest(dtype):
-    return np.inf if dtype.kind in "fc" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
+    if dtype.kind == "c":
+        return complex(np.inf, np.inf)
+    return np.inf if dtype.kind == "f" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
 
 
 _sum.lowerings["reduce"] = (lambda dtype: 0, "{acc} + {x}")

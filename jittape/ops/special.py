@@ -46,10 +46,10 @@ def _gauss(x):
 
 erf = elementwise("erf", special.erf, "np.{dtype}(math.erf({0}))", [
     lambda g, out, x: ew.multiply(g, ew.multiply(_gauss(x), _TWO_OVER_SQRT_PI)),
-], save=INPUTS, costly=True)
+], save=INPUTS, costly=True, complex="eager")
 erfc = elementwise("erfc", special.erfc, "np.{dtype}(math.erfc({0}))", [
     lambda g, out, x: ew.multiply(g, ew.multiply(_gauss(x), -_TWO_OVER_SQRT_PI)),
-], save=INPUTS, costly=True)
+], save=INPUTS, costly=True, complex="eager")
 
 
 def _polygamma_scalar(node):
@@ -298,7 +298,139 @@ gammaincc = elementwise("gammaincc", special.gammaincc, _scipy_code("gammaincc")
     lambda g, out, a, x: ew.negative(ew.multiply(g, _incomplete_gamma_density(a, x))),
 ], save=(True, False), examples=_GAMMAINC_EXAMPLES, domain=((0.5, 3.0), (0.1, 4.0)),
     costly=True)
-for _prim in (erfinv, ndtri, log_ndtr, i0, i1, i0e, i1e, gammainc, gammaincc):
+# -- Bessel functions of the first and second kinds, of any order ------------------------------
+
+def _no_partial_in(op, what):
+    """The rule of a parameter an op has no derivative in (an order, a shape parameter)."""
+    def partial(g, out, *args):
+        shapes = " and ".join(str(shape_of(a)) for a in args)
+        raise UnsupportedError(at_user_line(
+            f"{op}: the gradient with respect to {what} (operand shapes {shapes}) is not "
+            f"implemented, only with respect to the last operand; pass {what} as a constant, "
+            "or through jt.stop_gradient"))
+    return partial
+
+
+def _j1_partial(g, out, x):
+    # j0(x) - j1(x) / x, and at 0 its limit 1/2 (no 0/0 on the selected-away side)
+    zero, safe = _safe_divisor(x)
+    return ew.multiply(g, ew.where(zero, 0.5, ew.subtract(j0(x), ew.divide(out, safe))))
+
+
+def _y1_partial(g, out, x):
+    # y0(x) - y1(x) / x (y1 has a pole at 0: -inf there, as its derivative's limit)
+    return ew.multiply(g, ew.subtract(y0(x), ew.divide(out, x)))
+
+
+def _order_partial(g, v, x, bessel, sign):
+    """d/dx of a Bessel function of order v: (f(v - 1, x) + sign f(v + 1, x)) / 2."""
+    lower = bessel(ew.subtract(v, 1), x)
+    upper = bessel(ew.add(v, 1), x)
+    both = ew.add(lower, upper) if sign > 0 else ew.subtract(lower, upper)
+    return ew.multiply(g, ew.multiply(both, 0.5))
+
+
+def _ive_partial(g, out, v, x):
+    # ive = iv exp(-|x|): iv's rule on the scaled functions, less sign(x) ive
+    both = ew.add(ive(ew.subtract(v, 1), x), ive(ew.add(v, 1), x))
+    return ew.multiply(g, ew.subtract(ew.multiply(both, 0.5), ew.multiply(ew.sign(x), out)))
+
+
+def _two(name):
+    return _scipy_code(name).replace("{0}", "{0}, {1}")
+
+
+# orders fixed (no gradient in them), x where the functions are smooth
+# (float32 orders: a float32 x gives float32, as SciPy's)
+_ORDER_EXAMPLES = [ex(Fixed(np.array([0.0, 1.0, 2.5], np.float32)), (3,)),
+                   ex(Fixed(np.array(2.0, np.float32)), (2, 3)),
+                   ex(Fixed(np.array([[1.0], [3.0]], np.float32)), (3,))]
+_INTEGER_ORDER_EXAMPLES = [ex(Fixed(np.array([0.0, 1.0, 2.0], np.float32)), (3,)),
+                           ex(Fixed(np.array(2.0, np.float32)), (2, 3))]
+
+j0 = elementwise("j0", special.j0, _scipy_code("j0"),
+                 [lambda g, out, x: ew.negative(ew.multiply(g, j1(x)))], save=INPUTS,
+                 domain=(0.2, 8.0), costly=True)
+j1 = elementwise("j1", special.j1, _scipy_code("j1"), [_j1_partial], save=(True, True),
+                 domain=(0.2, 8.0), costly=True)
+y0 = elementwise("y0", special.y0, _scipy_code("y0"),
+                 [lambda g, out, x: ew.negative(ew.multiply(g, y1(x)))], save=INPUTS,
+                 domain=(0.5, 8.0), costly=True)
+y1 = elementwise("y1", special.y1, _scipy_code("y1"), [_y1_partial], save=(True, True),
+                 domain=(0.5, 8.0), costly=True)
+jv = elementwise("jv", special.jv, _two("jv"), [_no_partial_in("jv", "the order v"),
+                                  lambda g, out, v, x: _order_partial(g, v, x, jv, -1)],
+                 save=(True, False), examples=_ORDER_EXAMPLES, domain=((0.0, 3.0), (0.5, 6.0)),
+                 costly=True)
+yn = elementwise("yn", special.yn, _two("yn"), [_no_partial_in("yn", "the order n"),
+                                  lambda g, out, n, x: _order_partial(g, n, x, yn, -1)],
+                 save=(True, False), examples=_INTEGER_ORDER_EXAMPLES,
+                 domain=((0.0, 3.0), (0.5, 6.0)), costly=True)
+iv = elementwise("iv", special.iv, _two("iv"), [_no_partial_in("iv", "the order v"),
+                                  lambda g, out, v, x: _order_partial(g, v, x, iv, 1)],
+                 save=(True, False), examples=_ORDER_EXAMPLES, domain=((0.0, 3.0), (0.5, 6.0)),
+                 costly=True)
+ive = elementwise("ive", special.ive, _two("ive"), [_no_partial_in("ive", "the order v"),
+                                                    _ive_partial],
+                  save=(True, True), examples=_ORDER_EXAMPLES, domain=((0.0, 3.0), (0.5, 6.0)),
+                  costly=True)
+
+# -- 1 / gamma, the sign of gamma, the regularized incomplete beta function, Student's t ------
+
+rgamma = elementwise("rgamma", special.rgamma, _scipy_code("rgamma"), [
+    lambda g, out, x: ew.negative(ew.multiply(g, ew.multiply(out, digamma(x)))),
+], save=(True, True), domain=(0.3, 3.0), costly=True)
+gammasgn = elementwise("gammasgn", special.gammasgn, _scipy_code("gammasgn"),
+                       differentiable=False, domain=(0.3, 3.0), costly=True)
+
+
+def _widened(p, x):
+    """``p`` in ``x``'s dtype where that is wider (a float32 shape parameter beside a
+    float64 x: its gammaln is not rounded to float32)."""
+    wide = np.result_type(getattr(p, "dtype", np.float16), getattr(x, "dtype", np.float16))
+    return ew.cast(p, wide) if getattr(p, "dtype", wide) != wide else p
+
+
+def _betainc_density(g, out, a, b, x):
+    # x^(a-1) (1-x)^(b-1) / B(a, b), in logs (no overflow of B for large a, b)
+    a, b = _widened(a, x), _widened(b, x)
+    log_density = ew.subtract(ew.add(xlogy(ew.subtract(a, 1), x),
+                                     xlog1py(ew.subtract(b, 1), ew.negative(x))), betaln(a, b))
+    return ew.multiply(g, ew.exp(log_density))
+
+
+_BETAINC_EXAMPLES = [ex(Fixed(np.array([0.5, 1.5, 3.0], np.float32)),
+                        Fixed(np.array([2.0, 0.7, 1.2], np.float32)), (3,)),
+                     ex(Fixed(np.array(2.5, np.float32)), Fixed(np.array(1.5, np.float32)),
+                        (2, 3))]
+betainc = elementwise("betainc", special.betainc, _scipy_code("betainc").replace(
+    "{0}", "{0}, {1}, {2}"), [_no_partial_in("betainc", "a"), _no_partial_in("betainc", "b"),
+                              _betainc_density],
+    save=(True, False), examples=_BETAINC_EXAMPLES, domain=((0.5, 3.0), (0.5, 3.0), (0.1, 0.9)),
+    costly=True)
+
+
+def _stdtr_density(g, out, df, t):
+    # Student's t density: exp(gammaln((df+1)/2) - gammaln(df/2)) / sqrt(df pi)
+    # (1 + t^2/df)^(-(df+1)/2)
+    df = _widened(df, t)
+    half = ew.multiply(ew.add(df, 1), 0.5)
+    log_density = ew.subtract(
+        ew.subtract(gammaln(half), gammaln(ew.multiply(df, 0.5))),
+        ew.add(ew.multiply(ew.log(ew.multiply(df, math.pi)), 0.5),
+               ew.multiply(half, ew.log1p(ew.divide(ew.multiply(t, t), df)))))
+    return ew.multiply(g, ew.exp(log_density))
+
+
+stdtr = elementwise("stdtr", special.stdtr, _two("stdtr"), [
+    _no_partial_in("stdtr", "the degrees of freedom df"), _stdtr_density],
+    save=(True, False), examples=[ex(Fixed(np.array([1.0, 2.5, 7.0], np.float32)), (3,)),
+                                  ex(Fixed(np.array(3.0, np.float32)), (2, 3))],
+    domain=((1.0, 5.0), (-3.0, 3.0)), costly=True)
+
+
+for _prim in (erfinv, ndtri, log_ndtr, i0, i1, i0e, i1e, gammainc, gammaincc,
+              j0, j1, y0, y1, jv, yn, iv, ive, rgamma, gammasgn, betainc, stdtr):
     _prim.backends = ("cpu",)           # (SciPy's C functions: the host's)
 del _prim
 

@@ -15,12 +15,14 @@ from ..ops import shape as _sh
 from ..ops.core import normalize_axes, shape_of
 from ..ops.elementwise import sigmoid as expit
 from ..ops.special import (
-    beta, betaln, digamma, entr, erf, erfc, erfcinv, erfinv, gamma, gammainc, gammaincc,
-    gammaln, i0, i0e, i1, i1e, kl_div, log_expit, log_ndtr, logit, multigammaln, ndtr, ndtri,
-    polygamma, rel_entr, boxcox, xlog1py, xlogy,
+    beta, betainc, betaln, digamma, entr, erf, erfc, erfcinv, erfinv, gamma, gammainc,
+    gammaincc, gammaln, gammasgn, i0, i0e, i1, i1e, iv, ive, j0, j1, jv, kl_div, log_expit,
+    log_ndtr, logit, multigammaln, ndtr, ndtri, polygamma, rel_entr, rgamma, boxcox, stdtr,
+    xlog1py, xlogy, y0, y1, yn,
 )
 
 psi = digamma
+jn = jv                       # (SciPy's other name for it)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -54,8 +56,9 @@ def log_softmax(x, axis=None):
     return _nn.log_softmax(x, axis=axis)
 
 
-__all__ = ["beta", "betaln", "boxcox", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv",
-           "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e",
-           "kl_div", "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp",
-           "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rel_entr", "softmax",
-           "xlog1py", "xlogy"]
+__all__ = ["beta", "betainc", "betaln", "boxcox", "digamma", "entr", "erf", "erfc", "erfcinv",
+           "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0",
+           "i0e", "i1", "i1e", "iv", "ive", "j0", "j1", "jn", "jv", "kl_div", "log_expit",
+           "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+           "polygamma", "psi", "rel_entr", "rgamma", "softmax", "stdtr", "xlog1py", "xlogy",
+           "y0", "y1", "yn"]

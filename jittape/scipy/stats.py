@@ -17,8 +17,11 @@ own ``scipy.stats.norm.logpdf(t)`` converts a tensor to a NumPy array (scipy.sta
 functions are not ufuncs): the tape cannot follow it, and jittape says so.
 
 Distributions: ``norm`` (logpdf, pdf, cdf, logcdf, sf, logsf, ppf, isf), ``t`` (logpdf,
-pdf), ``gamma`` (logpdf, pdf), ``beta`` (logpdf, pdf), ``poisson`` (logpmf, pmf),
-``multivariate_normal`` (logpdf, pdf), ``dirichlet`` (logpdf, pdf).
+pdf, cdf, logcdf), ``chi2`` (logpdf, pdf, cdf), ``gamma`` (logpdf, pdf, cdf), ``beta``
+(logpdf, pdf, cdf), ``poisson`` (logpmf, pmf, cdf), ``multivariate_normal`` (logpdf, pdf,
+``allow_singular`` for a constant cov, entropy), ``dirichlet`` (logpdf, pdf). The
+distribution functions of t, chi2, gamma and beta have no gradient in their shape
+parameters (df, a, b), as autograd's: asking for it raises ``UnsupportedError``.
 """
 
 import math
@@ -26,10 +29,12 @@ import numbers
 
 import numpy as np
 
-from ..errors import ShapeError, at_user_line
+from ..errors import ShapeError, UnsupportedError, at_user_line
+from ..tensor import Tensor
 from ..ops import elementwise as _ew
 from ..ops import indexing as _ix
 from ..ops import lapack as _la
+from ..ops import linalg as _lin
 from ..ops import reduce as _r
 from ..ops import shape as _sh
 from ..ops import special as _sp
@@ -153,6 +158,44 @@ class _T:
     def pdf(self, x, df, loc=0.0, scale=1.0):
         return _ew.exp(self.logpdf(x, df, loc, scale))
 
+    def cdf(self, x, df, loc=0.0, scale=1.0):
+        """The distribution function (SciPy's ``stdtr``); no gradient in ``df``."""
+        checks = _Checks()
+        df = checks.positive(df)
+        return checks.masked(_sp.stdtr(df, _standardized(x, loc, scale, checks)[0]))
+
+    def logcdf(self, x, df, loc=0.0, scale=1.0):
+        return _ew.log(self.cdf(x, df, loc, scale))
+
+
+class _Chi2:
+    """The chi-squared distribution: ``scipy.stats.chi2``'s functions of (x, df, loc,
+    scale); the distribution function has no gradient in ``df``."""
+
+    def logpdf(self, x, df, loc=0.0, scale=1.0):
+        checks = _Checks()
+        df = checks.positive(df)
+        z, log_scale = _standardized(x, loc, scale, checks)
+        half = df * 0.5
+
+        def log_density(v):
+            return (_sp.xlogy(half - 1, v) - v * 0.5 - _sp.gammaln(half)
+                    - half * math.log(2.0))
+        value = _inside(z, lambda v: _ew.greater_equal(v, 0), 1.0, log_density)
+        return checks.masked(_minus(value, log_scale))
+
+    def pdf(self, x, df, loc=0.0, scale=1.0):
+        return _ew.exp(self.logpdf(x, df, loc, scale))
+
+    def cdf(self, x, df, loc=0.0, scale=1.0):
+        checks = _Checks()
+        df = checks.positive(df)
+        z = _standardized(x, loc, scale, checks)[0]
+        # (0 below the support: gammainc of a negative x is NaN)
+        inside = _ew.greater(z, 0)
+        value = _sp.gammainc(df * 0.5, _ew.where(inside, z, 1.0) * 0.5)
+        return checks.masked(_ew.where(inside, value, 0.0))
+
 
 class _Gamma:
     """The gamma distribution: ``scipy.stats.gamma``'s densities of (x, a, loc, scale)."""
@@ -167,6 +210,16 @@ class _Gamma:
 
     def pdf(self, x, a, loc=0.0, scale=1.0):
         return _ew.exp(self.logpdf(x, a, loc, scale))
+
+    def cdf(self, x, a, loc=0.0, scale=1.0):
+        """The distribution function, ``gammainc(a, (x - loc) / scale)``; no gradient in
+        ``a``."""
+        checks = _Checks()
+        a = checks.positive(a)
+        z = _standardized(x, loc, scale, checks)[0]
+        inside = _ew.greater(z, 0)
+        value = _sp.gammainc(a, _ew.where(inside, z, 1.0))
+        return checks.masked(_ew.where(inside, value, 0.0))
 
 
 class _Beta:
@@ -185,6 +238,17 @@ class _Beta:
 
     def pdf(self, x, a, b, loc=0.0, scale=1.0):
         return _ew.exp(self.logpdf(x, a, b, loc, scale))
+
+    def cdf(self, x, a, b, loc=0.0, scale=1.0):
+        """The distribution function, ``betainc(a, b, (x - loc) / scale)`` (0 below the
+        support, 1 above); no gradient in ``a`` or ``b``."""
+        checks = _Checks()
+        a, b = checks.positive(a), checks.positive(b)
+        z = _standardized(x, loc, scale, checks)[0]
+        inside = _ew.logical_and(_ew.greater(z, 0), _ew.less(z, 1))
+        value = _sp.betainc(a, b, _ew.where(inside, z, 0.5))
+        return checks.masked(_ew.where(inside, value, _ew.where(_ew.greater_equal(z, 1), 1.0,
+                                                                 0.0)))
 
 
 class _Poisson:
@@ -206,6 +270,19 @@ class _Poisson:
     def pmf(self, k, mu, loc=0):
         return _ew.exp(self.logpmf(k, mu, loc))
 
+    def cdf(self, k, mu, loc=0):
+        """The distribution function, ``gammaincc(floor(k) + 1, mu)`` (0 below k = 0); its
+        derivative in ``mu`` is ``-pmf(floor(k), mu)``."""
+        checks = _Checks()
+        mu = checks.check(mu, lambda v: v >= 0)
+        if not (_number(loc) and loc == 0):
+            k = k - loc
+        whole = _ew.floor(k)
+        inside = _ew.greater_equal(whole, 0)
+        # (at mu = 0 every mass is at k = 0: gammaincc(a, 0) is 1)
+        value = _sp.gammaincc(_ew.where(inside, whole, 0.0) + 1, mu)
+        return checks.masked(_ew.where(inside, value, 0.0))
+
 
 class _MultivariateNormal:
     """The multivariate normal distribution: ``scipy.stats.multivariate_normal``'s
@@ -213,7 +290,10 @@ class _MultivariateNormal:
     (a diagonal) or a number (a multiple of the identity), as SciPy takes them. The
     points are ``x``'s last axis; the result has SciPy's shape (size-1 axes squeezed)."""
 
-    def logpdf(self, x, mean=None, cov=1.0):
+    def logpdf(self, x, mean=None, cov=1.0, allow_singular=False):
+        """``allow_singular=True``: a positive semi-definite ``cov`` as SciPy takes it (the
+        density on the subspace it spans, through its eigendecomposition; -inf off it),
+        for a constant ``cov`` only (no gradient in it, as autograd's)."""
         cov_shape = shape_of(cov)
         if mean is not None:
             mean_shape = shape_of(mean)
@@ -237,6 +317,8 @@ class _MultivariateNormal:
                 f"{d} dimensions on its last axis"))
         diff = x if mean is None else _ew.subtract(x, mean)
         batch = x_shape[:-1]
+        if allow_singular:
+            return self._singular_logpdf(diff, cov, d, batch)
         if len(cov_shape) == 2:
             factor = _la.cholesky(cov)
             rows = _sh.reshape(diff, (int(np.prod(batch, dtype=np.int64)), d))
@@ -253,8 +335,53 @@ class _MultivariateNormal:
         value = _ew.multiply(_ew.add(_ew.add(maha, log_det), d * _LOG_2PI), -0.5)
         return _sh.squeeze(value) if 1 in shape_of(value) else value
 
-    def pdf(self, x, mean=None, cov=1.0):
-        return _ew.exp(self.logpdf(x, mean, cov))
+    def pdf(self, x, mean=None, cov=1.0, allow_singular=False):
+        return _ew.exp(self.logpdf(x, mean, cov, allow_singular))
+
+    def _singular_logpdf(self, diff, cov, d, batch):
+        if isinstance(cov, Tensor):
+            raise UnsupportedError(at_user_line(
+                f"multivariate_normal.logpdf: allow_singular=True takes cov as a constant "
+                f"(a NumPy array, not a tensor of shape {shape_of(cov)}): the density of a "
+                "singular covariance has no gradient in it; pass cov.numpy() or use "
+                "allow_singular=False"))
+        matrix = np.asarray(cov, np.float64)
+        matrix = (np.diag(matrix) if matrix.ndim == 1 else
+                  matrix * np.eye(d) if matrix.ndim == 0 else matrix)
+        # SciPy's _PSD: eigenvalues below a cutoff relative to the largest count as zero
+        s, u = np.linalg.eigh(matrix)
+        eps = 1e6 * np.finfo(np.float64).eps * np.max(np.abs(s))
+        if np.min(s) < -eps:
+            raise ValueError(at_user_line(
+                "multivariate_normal.logpdf: cov must be symmetric positive semi-definite"))
+        kept = s > eps
+        whiten = u[:, kept] / np.sqrt(s[kept])
+        rows = _sh.reshape(diff, (int(np.prod(batch, dtype=np.int64)), d))
+        white = _lin.matmul(rows, whiten)
+        maha = _sh.reshape(_r.sum(_ew.multiply(white, white), axis=-1), batch)
+        value = _ew.multiply(_ew.add(maha, int(kept.sum()) * _LOG_2PI
+                                     + float(np.sum(np.log(s[kept])))), -0.5)
+        if not kept.all():
+            off = _lin.matmul(rows, u[:, ~kept])
+            residual = _sh.reshape(_r.sum(_ew.multiply(off, off), axis=-1), batch)
+            # (SciPy's test: the norm of the part off the subspace below 1e3 eps)
+            value = _ew.where(_ew.less(residual, (1e3 * eps) ** 2), value, -np.inf)
+        return _sh.squeeze(value) if 1 in shape_of(value) else value
+
+    def entropy(self, mean=None, cov=1.0):
+        """The differential entropy, ``(d (log(2 pi) + 1) + log det cov) / 2`` (``mean``
+        does not enter it)."""
+        cov_shape = shape_of(cov)
+        if len(cov_shape) == 2:
+            d = cov_shape[0]
+            log_det = _ew.multiply(_r.sum(_ew.log(_ix.diagonal(_la.cholesky(cov)))), 2.0)
+        elif len(cov_shape) == 1:
+            d = cov_shape[0]
+            log_det = _r.sum(_ew.log(cov))
+        else:
+            d = shape_of(mean)[0] if mean is not None and shape_of(mean) else 1
+            log_det = _ew.multiply(_ew.log(cov), float(d))
+        return _ew.multiply(_ew.add(log_det, d * (_LOG_2PI + 1.0)), 0.5)
 
 
 class _Dirichlet:
@@ -279,10 +406,11 @@ class _Dirichlet:
 
 norm = _Norm()
 t = _T()
+chi2 = _Chi2()
 gamma = _Gamma()
 beta = _Beta()
 poisson = _Poisson()
 multivariate_normal = _MultivariateNormal()
 dirichlet = _Dirichlet()
 
-__all__ = ["beta", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
+__all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
