@@ -499,8 +499,8 @@ def test_python_if_on_a_traced_value_compiles_one_variant_per_branch(cache_dir):
 
 
 def test_unsupported_numpy_function_names_itself_while_tracing(cache_dir):
-    with pytest.raises(jt.UnsupportedError, match="numpy.fft"):
-        jt.grad(lambda x: jt.sum(np.fft.fft(x)))(np.ones(4))
+    with pytest.raises(jt.UnsupportedError, match="numpy.unwrap"):
+        jt.grad(lambda x: jt.sum(np.unwrap(x)))(np.ones(4))
 
 
 def test_run_time_size_mismatch_raises_instead_of_reading_out_of_bounds(cache_dir):
