@@ -142,7 +142,8 @@ class _KillOnce(distributed.WorkerPlugin):
             os._exit(1)
 
 
-def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path):
+def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path, monkeypatch):
+    monkeypatch.setattr(jt.dask, "RUNNERS", False)       # the steps as tasks
     X, y = data
     Xd, yd = (a.persist() for a in _dask_data(X, y))
     vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
@@ -159,6 +160,164 @@ def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path):
     np.testing.assert_array_equal(after.x, before.x)
     assert after.fun == before.fun and after.nit == before.nit
     client.wait_for_workers(2, timeout=60)
+
+
+def _until_the_runners_take_it(vg, *args):
+    """Steps until one goes by the workers' runners (the first may go as tasks: it
+    copies a chunk's y block next to its X block where the two were apart)."""
+    for _ in range(5):
+        out = vg(*args)
+        if vg._where:
+            return out
+    raise AssertionError("no step went by the workers' runners")
+
+
+def _kill_in_partials(marker):
+    """On a worker: its process ends at its first chunks of a step (the first worker to
+    create the marker file, which says the thread that ran them)."""
+    import threading
+    from jittape.dask import worker
+    original = worker.partials
+
+    def partials(*args):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return original(*args)
+        os.write(fd, threading.current_thread().name.encode())
+        os.close(fd)
+        os._exit(1)
+    partials.original = original
+    worker.partials = partials
+
+
+def _restore_partials():
+    from jittape.dask import worker
+    worker.partials = getattr(worker.partials, "original", worker.partials)
+
+
+def test_a_worker_lost_in_a_runner_call_changes_nothing(client, data, tmp_path):
+    X, y = data
+    Xd, yd = (a.persist() for a in _dask_data(X, y))
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+    fit = dict(x0=np.zeros(D), args=(Xd, yd), method="L-BFGS-B",
+               options={"gtol": 1e-9, "maxiter": 6}, **vg.objective())
+    before = scipy.optimize.minimize(**fit)
+    _until_the_runners_take_it(vg, fit["x0"], Xd, yd)
+    calls = []
+    on_runners = vg._on_runners
+    vg._on_runners = lambda *a: calls.append(on_runners(*a)) or calls[-1]
+    marker = str(tmp_path / "killed")
+    client.run(_kill_in_partials, marker)
+    try:
+        after = scipy.optimize.minimize(**fit)
+    finally:
+        client.run(_restore_partials)
+        del vg._on_runners
+    with open(marker) as f:                  # a worker died in its runner's call
+        assert f.read().startswith("jittape-runner")
+    assert calls[0] is None                  # that step went as tasks, Dask retrying
+    np.testing.assert_array_equal(after.x, before.x)
+    assert after.fun == before.fun and after.nit == before.nit
+    client.wait_for_workers(2, timeout=60)
+    calls.clear()
+    vg._on_runners = lambda *a: calls.append(on_runners(*a)) or calls[-1]
+    try:                    # the runners go on, the new worker's too
+        again = [vg(before.x, Xd, yd) for _ in range(3)]
+    finally:
+        del vg._on_runners
+    assert calls[-1] is not None
+    assert all(v == again[0][0] and np.array_equal(g, again[0][1]) for v, g in again)
+
+
+def test_a_chunk_not_where_the_runner_looks_goes_as_tasks(client, data):
+    X, y = data
+    Xd, yd = (a.persist() for a in _dask_data(X, y))
+    distributed.wait([Xd, yd])
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean")
+    w = np.linspace(-0.3, 0.3, D)
+    want = _until_the_runners_take_it(vg, w, Xd, yd)
+    calls = []
+    on_runners = vg._on_runners
+    vg._on_runners = lambda *a: calls.append(on_runners(*a)) or calls[-1]
+    (where_key, groups), = vg._where.items()
+    every = sorted(i for g in groups.values() for i in g)
+    # a worker that does not hold every chunk
+    first = next(a for a in sorted(client.scheduler_info()["workers"])
+                 if groups.get(a) != every)
+    try:
+        # where the chunks were, as kept from the last step, stale: every chunk on that
+        # worker; its runner misses some, the step asks the scheduler again
+        vg._where[where_key] = {first: every}
+        kept = vg(w, Xd, yd)
+        assert calls[0] is None and calls[-1] is not None and len(calls) == 2
+        assert vg._where[where_key] == groups
+        # the scheduler's own answer, stale: the step goes as tasks
+        calls.clear()
+        vg._where.clear()
+        who_has = client.who_has
+        client.who_has = lambda futures: {k: [first] for k in who_has(futures)}
+        try:
+            got = vg(w, Xd, yd)
+        finally:
+            del client.who_has
+    finally:
+        del vg._on_runners
+    assert calls == [None] and not vg._where
+    for v, g in (kept, got):
+        assert v == want[0] and np.array_equal(g, want[1])
+
+
+def test_runners_called_through_the_schedulers_proxy(client, data):
+    X, y = data
+    # a client of the same cluster by its address, which does not talk to workers itself
+    other = distributed.Client(client.scheduler.address, direct_to_workers=False,
+                               set_as_default=False)
+    try:
+        Xd, yd = (other.persist(a) for a in _dask_data(X, y))
+        vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
+        w = np.linspace(-0.3, 0.3, D)
+        with dask.config.set(scheduler=other.get):
+            got = _until_the_runners_take_it(vg, w, Xd, yd)
+            jt.dask.RUNNERS = False
+            try:
+                want = vg(w, Xd, yd)
+            finally:
+                jt.dask.RUNNERS = True
+    finally:
+        other.close()
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
+
+
+def test_an_error_on_a_worker_comes_back_from_its_runner(client, data):
+    X, y = data
+    Xd, yd = _dask_data(X, y)
+    wrong = Xd.map_blocks(lambda b, block_id=None: b.astype(np.float32)
+                          if block_id[0] == 1 else b, dtype=np.float64).persist()
+    yd = yd.persist()
+    distributed.wait([wrong, yd])
+    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean")
+    w = np.zeros(D)
+    calls = []
+    on_runners = vg._on_runners
+
+    def watched(*a):
+        try:
+            calls.append(on_runners(*a))
+        except TypeError:
+            calls.append("raised")
+            raise
+        return calls[-1]
+    vg._on_runners = watched
+    try:
+        # (the first step may go as tasks: X's and y's blocks of a chunk on two workers)
+        for _ in range(3):
+            with pytest.raises(TypeError, match=r"chunk 1 of argument 1 \(X\) has dtype "
+                               r"float32.*test_dask"):
+                vg(w, wrong, yd)
+    finally:
+        del vg._on_runners
+    assert "raised" in calls and set(calls) <= {None, "raised"}
 
 
 def test_errors_name_the_chunk_and_the_argument(data):
@@ -384,14 +543,20 @@ def test_bitwise_the_same_for_any_number_of_workers(client, data):
         # persisted: one task per worker, its chunks' partial results in chunk order
         Xp, yp = Xd.persist(), yd.persist()
         distributed.wait([Xp, yp])
-        grouped = []
-        by_worker = vg._by_worker
+        grouped, called = [], []
+        by_worker, on_runners = vg._by_worker, vg._on_runners
         vg._by_worker = lambda *a: grouped.append(by_worker(*a)) or grouped[-1]
+        vg._on_runners = lambda *a: called.append(on_runners(*a)) or called[-1]
         try:
             results[f"{n} processes, persisted"] = vg(w, Xp, yp)
+            # (a chunk whose X and y blocks were on two workers went as a task, which
+            # copied y's next to X's: the runners take it now)
+            results[f"{n} processes, persisted, again"] = vg(w, Xp, yp)
+            results[f"{n} processes, persisted, kept"] = vg(w, Xp, yp)
         finally:
-            del vg._by_worker
+            del vg._by_worker, vg._on_runners
         assert grouped[0] is not None and len(grouped[0]) == len(chunks)
+        assert any(c is not None for c in called[1:])     # the workers' runners did it
         assert len(client.scheduler_info(n_workers=-1)["workers"]) == n
     for scheduler, workers in (("threads", 3), ("sync", 1), ("processes", 2)):
         with dask.config.set(scheduler=scheduler, num_workers=workers):

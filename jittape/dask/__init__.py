@@ -26,12 +26,14 @@ How a step runs (docs/dask.md says more):
   one, the first to compile writes it and the others load it; a worker without one
   compiles once and keeps the kernel for the life of its process.
 * Each step ships the parameters (the kernel's inputs other than the data) once to each
-  worker that needs them. On a distributed cluster with the data persisted, one task per
-  worker runs that worker's chunks where they are and returns each chunk's partial
-  result; elsewhere (chunks whose worker is not known, other schedulers) one task per
-  chunk does. The partial results are added by a pairwise tree over the chunks whose
-  shape depends on the number of chunks only: for a fixed chunking the result is bitwise
-  the same whatever the number of workers, and in whatever order they finish.
+  worker that needs them. On a distributed cluster with the data persisted, one call per
+  worker, to the runner the plugin adds to it (no task for the scheduler), runs that
+  worker's chunks where they are and returns each chunk's partial result; where a runner
+  cannot answer (the worker lost, a chunk not where it was), one task per worker does;
+  elsewhere (chunks whose worker is not known, other schedulers) one task per chunk.
+  The partial results are added by a pairwise tree over the chunks whose shape depends
+  on the number of chunks only: for a fixed chunking the result is bitwise the same
+  whatever the number of workers, and in whatever order they finish.
 * The kernel is traced with the data's first axis of a size other than 1, so one kernel
   serves every chunk: sizes are read at run time, and a ragged last chunk takes the same
   kernel. A chunk of one row is run as that row twice (the kernel's signature says the
@@ -76,6 +78,8 @@ _REDUCE = ("sum", "mean")
 INLINE_BYTES = 64 * 1024      # parameters up to this size are sent with each chunk's task
                               # (where a step is one task per chunk)
 PLANS = 8                     # chunkings (and argument kinds) whose plans a gradient keeps
+RUNNERS = True                # a step on a distributed cluster calls each worker's runner
+                              # (False: always tasks; see DaskGradient._on_runners)
 
 
 def _require_dask():
@@ -167,6 +171,8 @@ class DaskGradient:
         self._plans = collections.OrderedDict()     # the last PLANS keys, newest last
         self._lock = threading.Lock()
         self._registered = set()          # (client id, digest) the workers were given
+        self._where = collections.OrderedDict()   # (client id, chunk keys) -> {worker:
+                                                  # its chunks}, as the runners found them
         try:
             self._labels = list(inspect.signature(loss).parameters)
         except (TypeError, ValueError):
@@ -486,13 +492,20 @@ class DaskGradient:
         return parts
 
     def _by_worker(self, client, plan, step, arrays):
-        """The step on a distributed cluster as one task per worker that holds chunks:
-        each runs its chunks in chunk order and returns their partial results one by
-        one (the client's tree over the chunks is the same, so is the sum), and carries
-        the parameters once. The chunks are the tasks' dependencies and the tasks ask
-        for the worker that holds them, so no data moves; another worker may take a
-        task whose worker is lost. None where a chunk is not a persisted block whose
-        worker the scheduler knows (the step is then one task per chunk)."""
+        """The step on a distributed cluster as one call or task per worker that holds
+        chunks: each runs its chunks in chunk order and returns their partial results
+        one by one (the client's tree over the chunks is the same, so is the sum), and
+        carries the parameters once. A call goes to the worker's runner (a handler of
+        the worker: ``_on_runners``); where one cannot answer, the step is tasks: the
+        chunks are the tasks' dependencies and the tasks ask for the worker that holds
+        them, so no data moves; another worker may take a task whose worker is lost.
+        None where a chunk is not a persisted block whose worker the scheduler knows
+        (the step is then one task per chunk).
+
+        Where the chunks are is asked of the scheduler once and kept for the steps that
+        follow (with the runners, a step then needs no word with the scheduler): a
+        chunk no longer there makes its runner answer "missing", and the step asks
+        again."""
         from dask.core import flatten
         from distributed import futures_of
         held = {}
@@ -506,29 +519,98 @@ class DaskGradient:
         # a chunk goes where its largest block is (the others follow it if elsewhere)
         big = max(range(len(arrays)), key=lambda j: arrays[j].dtype.itemsize * int(
             np.prod(arrays[j].shape[1:])))
-        who = client.who_has([chunks[big][i] for i in live])
-        groups = {}
-        for i in live:
-            where = who.get(chunks[big][i].key)
-            if not where:
-                return None
-            groups.setdefault(sorted(where)[0], []).append(i)
-        token = uuid.uuid4().hex[:12]
-        futures, order = [], sorted(groups.items())
-        for n, (addr, group) in enumerate(order):
-            jobs = []
+        where_key = (client.id, tuple(chunks[big][i].key for i in live))
+        with self._lock:
+            groups = self._where.get(where_key) if RUNNERS else None
+        cached = groups is not None
+        if groups is None:
+            who = client.who_has([c[i] for c in chunks for i in live])
+            groups = {}
+            for i in live:
+                where = who.get(chunks[big][i].key)
+                if not where:
+                    return None
+                # a worker that holds every block of the chunk, where one does (its
+                # runner can run it); else the largest block's (the chunk's task
+                # fetches the others there, for this step and those that follow)
+                every = set(where).intersection(*[who.get(c[i].key) or () for c in chunks])
+                groups.setdefault(sorted(every or where)[0], []).append(i)
+        order = sorted(groups.items())
+        jobs = []
+        for _, group in order:
+            jobs.append([])
             for i in group:
                 size = _effective(rows[i])
                 weight = float(rows[i]) if self.reduce == "mean" else rows[i] / size
-                jobs.append((plan.by_size[size], i, int(rows[i]), weight))
-            futures.append(client.submit(
-                worker.partials, step, jobs, *[c[i] for i in group for c in chunks],
+                jobs[-1].append((plan.by_size[size], i, int(rows[i]), weight))
+        results = self._on_runners(client, step, order, jobs, chunks) if RUNNERS else None
+        with self._lock:
+            if results is not None:
+                self._where[where_key] = groups
+                self._where.move_to_end(where_key)
+                while len(self._where) > PLANS:
+                    self._where.popitem(last=False)
+            else:
+                self._where.pop(where_key, None)
+        if results is None and cached:          # (where the chunks are now, first)
+            return self._by_worker(client, plan, step, arrays)
+        if results is None:
+            token = uuid.uuid4().hex[:12]
+            futures = [client.submit(
+                worker.partials, step, job, *[c[i] for i in group for c in chunks],
                 workers=[addr], allow_other_workers=True, pure=False,
-                key=f"jittape-partials-{token}-{n}"))
+                key=f"jittape-partials-{token}-{n}")
+                for n, ((addr, group), job) in enumerate(zip(order, jobs))]
+            results = client.gather(futures)
         parts = {}
-        for (_, group), results in zip(order, client.gather(futures)):
-            parts.update(zip(group, results))
+        for (_, group), result in zip(order, results):
+            parts.update(zip(group, result))
         return [parts[i] for i in live]
+
+    def _on_runners(self, client, step, order, jobs, chunks):
+        """The step's partial results as ``_by_worker``'s tasks would give them, each
+        worker's from a call of its runner (the handler ``plugin.Graphs`` adds to the
+        worker): the client asks the worker itself, which runs the chunks it holds,
+        with no task for the scheduler to place and release (a step's fixed cost falls
+        from that of two task round trips to that of one call). The call goes straight
+        to the worker where the client's ``direct_to_workers`` says so, or, unset, where
+        the cluster is a ``LocalCluster`` of this process (its workers are reachable);
+        else through the scheduler's proxy, as distributed's actors do.
+
+        None where the step must go as tasks: a call failed (the worker lost, or one
+        without the handler), or a chunk is no longer where it was said to be (moved,
+        lost). Tasks then run the step, Dask retrying what a lost worker held, and add
+        up to the same bits: each chunk's part is the same kernel on the same rows
+        whichever way it was asked for. An error of the loss on a worker is raised as
+        its task would raise it."""
+        import asyncio
+        from distributed.protocol import to_serialize
+        from .plugin import HANDLER
+        direct = client.direct_to_workers
+        if direct is None:      # (a cluster of this machine's processes: reachable)
+            from distributed import LocalCluster
+            direct = isinstance(getattr(client, "cluster", None), LocalCluster)
+        step_s = to_serialize(step)
+
+        async def call(addr, job, group):
+            # (pickled: the keys are tuples, which msgpack would make lists)
+            args = {"step": step_s, "jobs": to_serialize(job),
+                    "keys": to_serialize([c[i].key for i in group for c in chunks])}
+            if direct:
+                return await getattr(client.rpc(addr), HANDLER)(**args)
+            return await client.scheduler.proxy(msg=dict(args, op=HANDLER), worker=addr)
+
+        async def calls():
+            return await asyncio.gather(*[call(addr, job, group) for (addr, group), job
+                                          in zip(order, jobs)], return_exceptions=True)
+
+        replies = client.sync(calls)
+        for r in replies:
+            if isinstance(r, dict) and r.get("status") == "error":
+                raise r["exception"]
+        if all(isinstance(r, dict) and r.get("status") == "OK" for r in replies):
+            return [r["result"] for r in replies]
+        return None
 
     def _register(self, client, plan):
         """Give the plan's graphs to the cluster's workers, once per client: as a worker
