@@ -7,6 +7,7 @@ import pytest
 import scipy.special as sp
 
 import jittape as jt
+from opcheck import numeric_grad
 from jittape.codegen.special import digamma_f64, polygamma_f64
 
 S = jt.scipy.special
@@ -136,38 +137,42 @@ P = np.array([0.05, 0.3, 0.62, 0.97])
 A = np.array([0.6, 1.1, 2.2, 2.9])
 
 
-def test_more_values_eager_and_compiled():
-    want = _more_reference(X, P, A)
-    eager = _more(jt.constant(X), jt.constant(P), jt.constant(A))
-    compiled = jt.function(lambda x, p, a: tuple(_more(x, p, a)))(X, P, A)
+def _values_match_scipy(calls, reference):
+    """``calls(x, p, a)`` (a list of scipy.special calls) eager and compiled against
+    ``reference`` (the same calls on NumPy values)."""
+    want = reference(X, P, A)
+    eager = calls(jt.constant(X), jt.constant(P), jt.constant(A))
+    compiled = jt.function(lambda x, p, a: tuple(calls(x, p, a)))(X, P, A)
     for k, (e, c, w) in enumerate(zip(eager, compiled, want)):
         np.testing.assert_allclose(e.numpy(), w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
         np.testing.assert_allclose(c, w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
 
 
-def _more_loss(x, p, a):
-    return sum(jt.sum(v * (0.5 + 0.1 * k)) for k, v in enumerate(_more(x, p, a)))
+def _gradients_match_finite_differences(calls):
+    """The gradient of a weighted sum of ``calls(x, p, a)``, eager and compiled, against
+    central differences."""
+    def loss(x, p, a):
+        return sum(jt.sum(v * (0.5 + 0.1 * k)) for k, v in enumerate(calls(x, p, a)))
 
-
-def test_more_gradients_match_finite_differences_eager_and_compiled():
     points = [X, P, A]
-    compiled = jt.grad(_more_loss, argnums=(0, 1, 2))(*points)
+    compiled = jt.grad(loss, argnums=(0, 1, 2))(*points)
     variables = [jt.Variable(v) for v in points]
     with jt.GradientTape() as tape:
-        value = _more_loss(*variables)
+        value = loss(*variables)
     eager = tape.gradient(value, variables)
-    eps = 1e-6
-    for k, base in enumerate(points):
-        want = np.zeros_like(base)
-        for i in range(base.size):
-            plus, minus = [v.copy() for v in points], [v.copy() for v in points]
-            plus[k][i] += eps
-            minus[k][i] -= eps
-            want[i] = (float(_more_loss(*map(jt.constant, plus)))
-                       - float(_more_loss(*map(jt.constant, minus)))) / (2 * eps)
+    for k in range(len(points)):
+        want = numeric_grad(lambda values: float(loss(*map(jt.constant, values))), points, k)
         np.testing.assert_allclose(eager[k].numpy(), want, rtol=1e-6, atol=1e-7, err_msg=k)
         np.testing.assert_allclose(compiled[k], want, rtol=1e-6, atol=1e-7, err_msg=k)
         np.testing.assert_allclose(compiled[k], eager[k].numpy(), rtol=1e-12, err_msg=k)
+
+
+def test_more_values_eager_and_compiled():
+    _values_match_scipy(_more, _more_reference)
+
+
+def test_more_gradients_match_finite_differences_eager_and_compiled():
+    _gradients_match_finite_differences(_more)
 
 
 @pytest.mark.parametrize("f, x, second", [
@@ -337,37 +342,11 @@ def _bessel_reference(x, p, a):
 
 
 def test_bessel_and_distribution_functions_as_scipy_eager_and_compiled():
-    want = _bessel_reference(X, P, A)
-    eager = _bessel(jt.constant(X), jt.constant(P), jt.constant(A))
-    compiled = jt.function(lambda x, p, a: tuple(_bessel(x, p, a)))(X, P, A)
-    for k, (e, c, w) in enumerate(zip(eager, compiled, want)):
-        np.testing.assert_allclose(e.numpy(), w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
-        np.testing.assert_allclose(c, w, rtol=1e-13, atol=1e-15, err_msg=f"call {k}")
-
-
-def _bessel_loss(x, p, a):
-    return sum(jt.sum(v * (0.5 + 0.1 * k)) for k, v in enumerate(_bessel(x, p, a)))
+    _values_match_scipy(_bessel, _bessel_reference)
 
 
 def test_bessel_and_distribution_gradients_match_finite_differences():
-    points = [X, P, A]
-    compiled = jt.grad(_bessel_loss, argnums=(0, 1, 2))(*points)
-    variables = [jt.Variable(v) for v in points]
-    with jt.GradientTape() as tape:
-        value = _bessel_loss(*variables)
-    eager = tape.gradient(value, variables)
-    eps = 1e-6
-    for k, base in enumerate(points):
-        want = np.zeros_like(base)
-        for i in range(base.size):
-            plus, minus = [v.copy() for v in points], [v.copy() for v in points]
-            plus[k][i] += eps
-            minus[k][i] -= eps
-            want[i] = (float(_bessel_loss(*map(jt.constant, plus)))
-                       - float(_bessel_loss(*map(jt.constant, minus)))) / (2 * eps)
-        np.testing.assert_allclose(eager[k].numpy(), want, rtol=1e-6, atol=1e-7, err_msg=k)
-        np.testing.assert_allclose(compiled[k], want, rtol=1e-6, atol=1e-7, err_msg=k)
-        np.testing.assert_allclose(compiled[k], eager[k].numpy(), rtol=1e-12, err_msg=k)
+    _gradients_match_finite_differences(_bessel)
 
 
 def test_j1_slope_at_zero_and_scipy_ufuncs_reach_the_ops():

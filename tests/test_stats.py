@@ -10,6 +10,7 @@ import scipy.stats as st
 
 import jittape as jt
 from jittape.errors import TracerError
+from opcheck import numeric_grad
 
 S = jt.scipy.stats
 
@@ -85,16 +86,8 @@ def test_gradients_in_every_argument():
     with jt.GradientTape() as tape:
         value = _loss(*variables)
     eager = tape.gradient(value, [variables[k] for k in DIFF])
-    eps = 1e-6
     for j, k in enumerate(DIFF):
-        base = args[k]
-        want = np.zeros(base.size)
-        for i in range(base.size):
-            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
-            plus[k].reshape(-1)[i] += eps
-            minus[k].reshape(-1)[i] -= eps
-            want[i] = (float(_loss(*plus)) - float(_loss(*minus))) / (2 * eps)
-        want = want.reshape(base.shape)
+        want = numeric_grad(lambda values: float(_loss(*values)), args, k)
         np.testing.assert_allclose(eager[j].numpy(), want, rtol=1e-5, atol=1e-6, err_msg=k)
         np.testing.assert_allclose(compiled[j], eager[j].numpy(), rtol=1e-11, atol=1e-13,
                                    err_msg=k)
@@ -233,16 +226,8 @@ def test_distribution_function_gradients():
     with jt.GradientTape() as tape:
         value = _cdf_loss(*variables)
     eager = tape.gradient(value, variables)
-    eps = 1e-6
     for k in diff:
-        base = args[k]
-        want = np.zeros(base.size)
-        for i in range(base.size):
-            plus, minus = [a.copy() for a in args], [a.copy() for a in args]
-            plus[k].reshape(-1)[i] += eps
-            minus[k].reshape(-1)[i] -= eps
-            want[i] = (float(_cdf_loss(*plus)) - float(_cdf_loss(*minus))) / (2 * eps)
-        want = want.reshape(base.shape)
+        want = numeric_grad(lambda values: float(_cdf_loss(*values)), args, k)
         np.testing.assert_allclose(eager[k].numpy(), want, rtol=1e-5, atol=1e-6, err_msg=k)
         np.testing.assert_allclose(compiled[k], eager[k].numpy(), rtol=1e-11, atol=1e-13,
                                    err_msg=k)

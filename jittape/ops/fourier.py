@@ -142,14 +142,6 @@ def _real_for(x, ct):
     return ct if np.dtype(x.dtype).kind == "c" else _ew.real(ct)
 
 
-def _fft_vjp(g, out, x, axis, norm):
-    return _real_for(x, _ifft.bind(g, axis=axis, norm=_DUAL[norm]))
-
-
-def _ifft_vjp(g, out, x, axis, norm):
-    return _real_for(x, _fft.bind(g, axis=axis, norm=_DUAL[norm]))
-
-
 def _rfft_vjp(g, out, x, axis, norm):
     n = int(x.shape[axis])
     half = _ew.multiply(g, _bin_weights(n, axis, len(x.shape), g.dtype, 0.5))
@@ -172,19 +164,25 @@ def _along_axis_rule(prim):
 _C2C_EXAMPLES = [ex((4,), axis=0, norm="backward"), ex((2, 3), axis=1, norm="ortho"),
                  ex((3, 2), axis=0, norm="forward")]
 
-_fft = Primitive(
-    "fft", lambda x, axis, norm: np.fft.fft(x, axis=axis, norm=norm),
-    abstract=_c2c_abstract("fft"), vjp=[_fft_vjp],
-    jvp=[lambda t, out, x, axis, norm: _fft.bind(t, axis=axis, norm=norm)],
-    save=(False, False), examples=_C2C_EXAMPLES, kind="opaque", backends=CPU_ONLY,
-    complex=True)
+def _complex_transform(name, dual):
+    """fft or ifft along one axis: linear, so its JVP is itself on the tangent; its VJP
+    is the other transform (``dual``) with the dual normalization."""
+    def vjp(g, out, x, axis, norm):
+        return _real_for(x, _TRANSFORMS[dual].bind(g, axis=axis, norm=_DUAL[norm]))
 
-_ifft = Primitive(
-    "ifft", lambda x, axis, norm: np.fft.ifft(x, axis=axis, norm=norm),
-    abstract=_c2c_abstract("ifft"), vjp=[_ifft_vjp],
-    jvp=[lambda t, out, x, axis, norm: _ifft.bind(t, axis=axis, norm=norm)],
-    save=(False, False), examples=_C2C_EXAMPLES, kind="opaque", backends=CPU_ONLY,
-    complex=True)
+    prim = Primitive(
+        name, lambda x, axis, norm: getattr(np.fft, name)(x, axis=axis, norm=norm),
+        abstract=_c2c_abstract(name), vjp=[vjp],
+        jvp=[lambda t, out, x, axis, norm: prim.bind(t, axis=axis, norm=norm)],
+        save=(False, False), examples=_C2C_EXAMPLES, kind="opaque", backends=CPU_ONLY,
+        complex=True)
+    _TRANSFORMS[name] = prim
+    return prim
+
+
+_TRANSFORMS = {}
+_fft = _complex_transform("fft", "ifft")
+_ifft = _complex_transform("ifft", "fft")
 
 _rfft = Primitive(
     "rfft", lambda x, axis, norm: np.fft.rfft(x, axis=axis, norm=norm),
