@@ -5,13 +5,15 @@
 Times, side by side in interleaved rounds (``timing.measure``), on the shapes that
 matter to the benchmarks' losses (the MLP's forward product x @ W1, its gradient
 x.T @ dh with a transposed operand, a square product, the same in float64, and the
-small products of an RNN's step and its gradient; each is called from Python, whose
+small products of an RNN's step and its gradient, and the matrix-vector products of a
+logistic regression's loss and gradient; each is called from Python, whose
 call costs about a microsecond for a Numba function and a few hundred nanoseconds for
 NumPy's ``@``, so those two rows measure the call more than the product: inside a
 kernel, ``_gemm_small`` takes 0.41 us for the first, NumPy's BLAS 0.39 us, as
 ``docs/performance-notes.md`` records):
 
-- ``jittape``: ``codegen.gemm.matmul2d(a, b, threads=False)``, one thread;
+- ``jittape``: ``codegen.gemm.matmul2d(a, b, threads=False)``, one thread (for a
+  vector ``b``: ``codegen.gemm.dot``, what a kernel calls);
 - ``jittape_threads``: the same with threads, on all of Numba's threads;
 - ``numpy``: ``a @ b`` (NumPy's OpenBLAS), one BLAS thread;
 - ``numba_dot``: ``np.dot`` inside Numba (SciPy's OpenBLAS: what generated code
@@ -42,6 +44,13 @@ SHAPES = [  # name, m, k, n, transpose a (read x.T of a stored (k, m) array), dt
     ("mlp x@W1 f64", 256, 784, 128, False, "float64"),
     ("rnn h@W f64", 8, 32, 32, False, "float64"),          # an RNN step's products:
     ("rnn h.T@g f64", 32, 8, 32, True, "float64"),         # b read in place (_gemm_small)
+    # matrix-vector products (n None: b a vector) of a data-fitting loss: X @ w by BLAS,
+    # X.T @ r by matvec_columns; the cache holds the first two, not the next two
+    ("X@w 1e4x100 f32", 10000, 100, None, False, "float32"),
+    ("X.T@r 1e4x100 f32", 100, 10000, None, True, "float32"),
+    ("X@w 1e5x100 f64", 100000, 100, None, False, "float64"),
+    ("X.T@r 1e5x100 f64", 100, 100000, None, True, "float64"),
+    ("X.T@r 1e3x1e3 f32", 1000, 1000, None, True, "float32"),
 ]
 
 
@@ -87,12 +96,16 @@ def main(argv=None):
     for name, m, k, n, transpose, dtype in SHAPES:
         a = rng.standard_normal((k, m) if transpose else (m, k)).astype(dtype)
         a = a.T if transpose else a
-        b = rng.standard_normal((k, n)).astype(dtype)
+        b = rng.standard_normal((k,) if n is None else (k, n)).astype(dtype)
         exact = a.astype(np.float64) @ b.astype(np.float64)
-        cases = {"jittape": lambda a=a, b=b: gemm.matmul2d(a, b, False),
-                 "jittape_threads": lambda a=a, b=b: gemm.matmul2d(a, b, True),
-                 "numpy": lambda a=a, b=b: a @ b,
-                 "numba_dot": lambda a=a, b=b: numba_dot(a, b)}
+        if n is None:          # what a kernel's a @ b calls: matvec (no threads of its own)
+            cases = {"jittape": lambda a=a, b=b: gemm.dot(a, b),
+                     "jittape_threads": lambda a=a, b=b: gemm.dot(a, b)}
+        else:
+            cases = {"jittape": lambda a=a, b=b: gemm.matmul2d(a, b, False),
+                     "jittape_threads": lambda a=a, b=b: gemm.matmul2d(a, b, True)}
+        cases.update({"numpy": lambda a=a, b=b: a @ b,
+                      "numba_dot": lambda a=a, b=b: numba_dot(a, b)})
         if jax is not None:
             ja, jb = jnp.asarray(a), jnp.asarray(b)
             cases["jax"] = lambda ja=ja, jb=jb: xla(ja, jb).block_until_ready()
@@ -102,7 +115,7 @@ def main(argv=None):
             err = float(np.abs(out - exact).max() / scale)
             assert err < (1e-5 if dtype == "float32" else 1e-12), (name, system, err)
             steps[(name, system)] = step
-        flops[name] = 2.0 * m * k * n
+        flops[name] = 2.0 * m * k * (n or 1)
     times, numbers = measure(steps, args.repeat, args.seconds)
     for (name, system), ts in times.items():
         med = statistics.median(ts)

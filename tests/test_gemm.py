@@ -330,3 +330,36 @@ def test_batched_matrix_vector_products_do_not_copy_the_slices():
         if not enabled:
             memsys.memsys_disable_stats()
     assert counts[1] == counts[0] + x.shape[0]     # each product's result, no copies
+
+
+@numba.njit
+def _matrix_vector(a, v):          # as kernels call it: operands of layout A
+    return gemm.dot(a[:, :], v[:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_vector_products_in_every_layout(dtype):
+    """Rows contiguous (BLAS), columns contiguous with or without gaps between them
+    (``matvec_columns``), neither (a copy), one row, one column."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 70)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    for a in (x, x.T, x[:, :50].T, x[::2], x[::2].T, np.asfortranarray(x), x[:1], x[:, :1],
+              x[:1].T, x[::-1].T):
+        v = rng.standard_normal(a.shape[1]).astype(dtype)
+        exact = a.astype(np.float64) @ v.astype(np.float64)
+        np.testing.assert_allclose(_matrix_vector(a, v), exact, rtol=tol,
+                                   atol=tol * np.abs(exact).max())
+
+
+def test_the_columns_loop_adds_the_columns_in_order():
+    """X.T @ r is a sum over X's rows in their order (the bits a Dask step relies on),
+    whatever the gaps between the columns."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((500, 40)).astype(np.float32)
+    for a in (x.T, x[:, :30].T):
+        r = rng.standard_normal(a.shape[1]).astype(np.float32)
+        want = np.zeros(a.shape[0], np.float32)
+        for i in range(a.shape[1]):
+            want = want + a[:, i] * r[i]
+        np.testing.assert_array_equal(_matrix_vector(a, r), want)

@@ -24,7 +24,8 @@ The method is the one of GotoBLAS and BLIS:
   accumulators that stay in vector registers for the whole inner loop, each step one
   broadcast of an element of ``a`` per row and one fused multiply-add per register.
   With 256-bit registers that is 6 x 16 float32 (6 x 8 float64): twelve accumulators,
-  two panel registers and a broadcast, fifteen of the sixteen registers.
+  two panel registers and a broadcast, fifteen of the sixteen registers; with AVX-512's
+  512-bit ones, 6 x 32 (6 x 16), the same fifteen registers of thirty-two.
 
 A small product (the inner dimension one block, ``b`` of at most ``IN_PLACE`` elements:
 a small layer, an RNN's step) would spend as long packing ``b`` as multiplying:
@@ -55,11 +56,14 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .linkage import external
-from .mathlib import HAS_FMA
+from .mathlib import HAS_AVX512, HAS_FMA
 
 MR = 6                                 # rows of a tile
-REGISTER_BYTES = 32                    # the tile is laid out for 256-bit registers (AVX2; on
-                                       # AVX-512 machines too: sixteen of them suffice)
+# the tile is laid out for the host's vector registers: 512-bit ones with AVX-512 (the
+# products of the benchmarks' MLP 1.9x faster on a Zen 4 core than in 256-bit ones, as
+# fast as XLA's; benchmarks/results/gemm.json), else 256-bit (AVX2). Each element of the
+# result sums in the same order either way: the same bits.
+REGISTER_BYTES = 64 if HAS_AVX512 else 32
 LANES = {bits: 8 * REGISTER_BYTES // bits for bits in (32, 64)}   # elements a register holds
 KC = 256                               # inner-dimension steps per packed block
 MC = 96                                # rows of a per packed block (a multiple of MR)
@@ -576,42 +580,30 @@ def blas_product(a, b):
 
 
 @numba.njit(error_model="numpy", cache=True)
-def matvec_rows(a, x, out):
-    """out = a @ x for a matrix whose rows are contiguous: each row's dot product on
-    eight accumulators (a fixed order, the same every run; in registers, LLVM's vector
-    lanes), added in order at the row's end."""
-    n, k = a.shape
-    whole = k - k % 8
-    for i in range(n):
-        out[i] = 0
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = out[i]        # (a zero of the dtype)
-        for s in range(0, whole, 8):
-            s0 += a[i, s] * x[s]
-            s1 += a[i, s + 1] * x[s + 1]
-            s2 += a[i, s + 2] * x[s + 2]
-            s3 += a[i, s + 3] * x[s + 3]
-            s4 += a[i, s + 4] * x[s + 4]
-            s5 += a[i, s + 5] * x[s + 5]
-            s6 += a[i, s + 6] * x[s + 6]
-            s7 += a[i, s + 7] * x[s + 7]
-        total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-        for j in range(whole, k):
-            total += a[i, j] * x[j]
-        out[i] = total
-    return out
-
-
-@numba.njit(error_model="numpy", cache=True)
 def matvec_columns(a, x, out):
     """out = a @ x for a matrix whose columns are contiguous (the transpose of a
     row-major one, as in the gradient of ``X @ w``): ``out += a[:, i] * x[i]`` column
     after column, one pass over ``a`` with ``out`` in cache."""
     n, k = a.shape
     out[:] = 0
-    for i in range(k):
+    whole = k - k % 4
+    for i in range(0, whole, 4):
+        # four columns a pass over ``out``, added one after the other (the bits of one
+        # column a pass; out loaded and stored a quarter as often). The columns typed
+        # contiguous, as the caller checked: indexed through a's strides, the loop stays
+        # scalar, 4x slower on a 10^4 x 100 float32 matrix
+        c0 = _as_layout(a[:, i], "C")
+        c1 = _as_layout(a[:, i + 1], "C")
+        c2 = _as_layout(a[:, i + 2], "C")
+        c3 = _as_layout(a[:, i + 3], "C")
+        x0, x1, x2, x3 = x[i], x[i + 1], x[i + 2], x[i + 3]
+        for j in range(n):
+            out[j] = (((out[j] + c0[j] * x0) + c1[j] * x1) + c2[j] * x2) + c3[j] * x3
+    for i in range(whole, k):
+        column = _as_layout(a[:, i], "C")
         xi = x[i]
         for j in range(n):
-            out[j] += a[j, i] * xi
+            out[j] += column[j] * xi
     return out
 
 
@@ -622,18 +614,20 @@ def matvec(a, x):
 
 @overload(matvec)
 def _matvec(a, x):
-    # OpenBLAS's matrix-vector product runs at a fraction of the memory's speed for the
-    # tall, narrow matrices of data-fitting losses (100 columns): these loops read the
-    # matrix once, at close to the memory's speed
+    # A matrix whose columns are contiguous (x.T in the gradient of x @ w) by the loop
+    # of matvec_columns: one pass over the matrix in a fixed order, as fast as OpenBLAS
+    # where the cache holds it and 1.5x faster where it does not (10^5 x 100 float64).
+    # Rows by OpenBLAS's gemv: each output element is one row's dot product (the same
+    # bits on 1 and 2 BLAS threads), 1.5-2.5x faster than vectorized dot products of
+    # LLVM IR written here, which were tried (benchmarks/results/gemm.json's X@w and
+    # X.T@r rows; docs/performance-notes.md)
     size = a.dtype.bitwidth // 8
 
     def impl(a, x):
         n, k = a.shape
-        if a.strides[1] == size or k == 1:
-            return matvec_rows(a[:, :], x[:], np.empty(n, a.dtype))
-        if a.strides[0] == size or n == 1:
+        if a.strides[0] == size and a.strides[1] != size and n > 1:
             return matvec_columns(a[:, :], x[:], np.empty(n, a.dtype))
-        return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(x))
+        return _layout_product(a, x)
     return impl
 
 

@@ -97,15 +97,16 @@ def bits_float(typingctx, n, like):
     return like(n, like), codegen
 
 
-def _host_has_fma():
+def _host_features():
     import llvmlite.binding as binding
     try:
-        return "+fma" in binding.get_host_cpu_features().flatten().split(",")
+        return set(binding.get_host_cpu_features().flatten().split(","))
     except Exception:                                  # pragma: no cover
-        return False
+        return set()
 
 
-HAS_FMA = _host_has_fma()
+HAS_FMA = "+fma" in _host_features()
+HAS_AVX512 = "+avx512f" in _host_features()
 
 
 @intrinsic
