@@ -274,7 +274,7 @@ def declare_rules():
                    searchsorted=_searchsorted_rule)
     special.update((name, _matrices_rule(REGISTRY[name])) for name in (
         "inv", "det", "slogdet_sign", "logabsdet", "cholesky", "triangle", "eigvalsh",
-        "eigh", "svdvals", "svd", "svd_vh", "qr", "qr_r", "pinv"))
+        "eigh", "eigvals", "eig", "svdvals", "svd", "svd_vh", "qr", "qr_r", "pinv"))
     for name, prim in REGISTRY.items():
         if name in special:
             prim.batch = special[name]

@@ -97,6 +97,86 @@ def test_upper_triangle_is_read_with_uplo_u():
     np.testing.assert_allclose(((v * w[None, :]) @ v.T).numpy(), sym, atol=1e-12)
 
 
+@pytest.mark.parametrize("uplo", ["L", "U"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_eigh_gives_numpys_vectors_signs_and_phases_included(uplo, dtype):
+    """LAPACK's syevd (heevd) reading the triangle NumPy reads, eagerly and compiled: the
+    upper one's reduction gives other signs than the lower one of the transpose."""
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=(3, 6, 6))
+    if dtype == np.complex128:
+        a = a + 1j * rng.normal(size=a.shape)
+    w0, v0 = np.linalg.eigh(a, uplo)
+    compiled = jt.function(lambda x: tuple(np.linalg.eigh(x, uplo)))
+    for w, v in (np.linalg.eigh(c(a), uplo), compiled(a)):
+        # (the values: eigvalsh's, which LAPACK computes without the vectors)
+        np.testing.assert_allclose(np.asarray(w), w0, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(np.asarray(v), v0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(jt.function(lambda x: np.linalg.eigvalsh(x, uplo))(a),
+                               np.linalg.eigvalsh(a, uplo), rtol=1e-13, atol=1e-13)
+
+
+def _finite_differences(f, a, eps=1e-6):
+    """The gradient of the real ``f`` at ``a`` by central differences (for a complex
+    ``a``: d/dx + i d/dy, jittape's convention)."""
+    g = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        for unit in (1,) if a.dtype.kind == "f" else (1, 1j):
+            d = np.zeros_like(a)
+            d[i] = eps * unit
+            g[i] += unit * (f(a + d) - f(a - d)) / (2 * eps)
+    return g
+
+
+def test_eig_values_vectors_and_gradients_of_any_loss():
+    """NumPy's eig (complex always), eagerly and compiled, and the gradient of the vectors
+    LAPACK normalizes (unit norm, largest component real): a loss that reads their phases
+    is differentiated too (for a real matrix a complex pair's sign is LAPACK's only)."""
+    rng = np.random.default_rng(8)
+    n = 4
+    g1, g2 = rng.normal(size=(2, n, n))
+    gw = rng.normal(size=n) + 1j * rng.normal(size=n)
+
+    def phases(x):                                   # reads the phases, not the signs
+        w, v = np.linalg.eig(x)
+        return (np.sum(np.real(v) ** 2 * g1 + np.real(v) * np.imag(v) * g2)
+                + np.sum(np.imag(w * gw)))
+
+    def complex_phases(x):                           # reads the signs too
+        w, v = np.linalg.eig(x)
+        return np.sum(np.real(v * (g1 + 1j * g2))) + np.sum(np.real(w * gw))
+
+    real = rng.normal(size=(n, n))
+    cases = [(real, phases), (rng.normal(size=(2, n, n)), phases),
+             (real + 1j * rng.normal(size=(n, n)), complex_phases)]
+    for a, loss in cases:
+        w0, v0 = np.linalg.eig(a)
+        for w, v in (np.linalg.eig(c(a)), jt.function(lambda x: tuple(np.linalg.eig(x)))(a)):
+            assert np.asarray(w).dtype == np.asarray(v).dtype == np.complex128
+            np.testing.assert_allclose(np.asarray(w), w0, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(np.asarray(v), v0, rtol=1e-12, atol=1e-12)
+        x = jt.Variable(a)
+        with jt.GradientTape() as tape:
+            y = loss(x)
+        expected = _finite_differences(loss, a)
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), expected, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(jt.grad(loss)(a), expected, rtol=1e-6, atol=1e-7)
+    # forward mode: the values' and the vectors' tangents (a complex matrix: no sign left)
+    a, t = cases[2][0], rng.normal(size=(n, n)) + 1j * rng.normal(size=(n, n))
+    w_t, v_t = jt.jvp(lambda x: tuple(np.linalg.eig(x)), (a,), (t,))[1]
+    for got, k in ((w_t, 0), (v_t, 1)):
+        want = (np.linalg.eig(a + 1e-6 * t)[k] - np.linalg.eig(a - 1e-6 * t)[k]) / 2e-6
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-7)
+    # eigvals, float32 (complex64), a matrix holding a NaN (NaN, as the other ops)
+    np.testing.assert_allclose(jt.function(np.linalg.eigvals)(real), np.linalg.eigvals(real),
+                               rtol=1e-12)
+    assert jt.function(np.linalg.eigvals)(real.astype(np.float32)).dtype == np.complex64
+    bad = real.copy()
+    bad[0, 0] = np.nan
+    assert np.isnan(np.asarray(np.linalg.eigvals(c(bad)))).all()
+    assert np.isnan(jt.function(np.linalg.eigvals)(bad)).all()
+
+
 def test_compiled_values_match_eager():
     args = _inputs(3)
     f = jt.function(decompositions)

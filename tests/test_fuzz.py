@@ -232,7 +232,8 @@ NOT_FUZZED = {
     **{name: "a decomposition whose gradient needs distinct eigenvalues or singular values "
              "and full rank (random programs draw ties and near-singular matrices): the "
              "registry's checks and test_decompositions cover it"
-       for name in ("eigvalsh", "eigh", "svdvals", "svd", "svd_vh", "qr", "qr_r", "pinv")},
+       for name in ("eigvalsh", "eigh", "eigvals", "eig", "svdvals", "svd", "svd_vh", "qr",
+                    "qr_r", "pinv")},
     **{name: "a composition of matmul (and inv), which the fuzzer draws (gen_contract): the "
              "registry's checks cover it" for name in ("matrix_power", "multi_dot")},
     "triangle": "a part of cholesky's gradient: reached through it",

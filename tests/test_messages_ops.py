@@ -213,7 +213,8 @@ CASES = [
     ("einsum sublist axis", lambda: np.einsum(c(np.ones((2, 3))), [0, -1]),
      ValueError, ["einsum", "holds -1", "ints from 0 to 51"]),
     # -- ops/lapack.py: the decompositions
-    ("eig complex", lambda: np.linalg.eig(c(np.eye(2))), jt.UnsupportedError, ["eig", "complex", "float64 (2, 2)", "eigh"]),
+    ("eig not square", lambda: np.linalg.eig(c(np.ones((2, 3)))), jt.ShapeError, ["eig", "square", "(2, 3)"]),
+    ("eigvals dtype", lambda: np.linalg.eigvals(c(np.array([["a"]]))), TypeError, ["eigvals", "unsupported dtype"]),
     ("eigh UPLO", lambda: np.linalg.eigh(c(np.eye(2)), "X"), ValueError, ["eigh", "UPLO", "'X'"]),
     ("eigh complex phases", _phase_loss, jt.UnsupportedError,
      ["eigh", "phases", "complex128 (2, 2)"]),

@@ -466,10 +466,11 @@ row("cholesky", np.linalg.cholesky, SPD)
 row("eigh_values", lambda a: np.linalg.eigh(a)[0], SPD)
 row("eigh_vectors", lambda a: np.linalg.eigh(a)[1] ** 2, SPD)
 row("eigvalsh", np.linalg.eigvalsh, SPD)
-row("eig", lambda a: np.linalg.eig(a)[0], well(3), kind="unsupported",
-    raises=(jt.UnsupportedError, "eig: the eigenvalues of a general matrix are complex"))
-row("eigvals", np.linalg.eigvals, well(3), kind="unsupported",
-    raises=(jt.UnsupportedError, "eig: the eigenvalues of a general matrix are complex"))
+row("eig_values", lambda a: np.real(np.linalg.eig(a)[0]) + 2 * np.imag(np.linalg.eig(a)[0]),
+    well(3))
+row("eig_vectors", lambda a: np.abs(np.linalg.eig(a)[1]) ** 2, well(3))   # (signs: LAPACK's)
+row("eigvals", lambda a: np.imag(np.linalg.eigvals(a)) ** 2 + np.real(np.linalg.eigvals(a)),
+    well(3))
 row("svd_values", lambda a: np.linalg.svd(a, compute_uv=False), TALL)
 row("svd_u", lambda a: np.linalg.svd(a, full_matrices=False)[0] ** 2, TALL)
 row("svd_vh", lambda a: np.linalg.svd(a, full_matrices=False)[2] ** 2, TALL)

@@ -51,6 +51,7 @@ from jittape.codegen.lapack import (  # noqa: F401
     LinAlgError, lapack_cholesky, lapack_det, lapack_eigh, lapack_eigvalsh, lapack_inv,
     lapack_pinv, lapack_qr, lapack_slogdet, lapack_solve, lapack_svd, lapack_svdvals,
     lapack_eigh_complex, lapack_eigvalsh_complex, lapack_svd_complex, lapack_svdvals_complex,
+    lapack_eig, lapack_eig_complex,
 )
 from jittape.codegen.special import (  # noqa: F401
     digamma_f32, digamma_f64, polygamma_f32, polygamma_f64, scipy_special,

@@ -19,8 +19,10 @@ whose text names no op.
 import numba
 import numpy as np
 from numba import types
+from numba.extending import overload
+from scipy.linalg import cython_lapack
 
-from .linkage import external
+from .linkage import capsule_symbol, external
 
 LinAlgError = np.linalg.LinAlgError      # (generated code raises it: imported from here)
 
@@ -119,8 +121,6 @@ def _matrices(count):
 
 lapack_solve = external(_lapack_solve, "lapack_solve", _matrices(2), _dtype_key,
                         label="linear algebra (solve)")
-lapack_inv = external(_lapack_inv, "lapack_inv", _matrices(1), _dtype_key,
-                      label="linear algebra (inv)")
 lapack_det = external(_lapack_det, "lapack_det", _matrices(1), _dtype_key,
                       label="linear algebra (det)")
 lapack_slogdet = external(_lapack_slogdet, "lapack_slogdet", _matrices(1), _dtype_key,
@@ -134,51 +134,229 @@ lapack_cholesky = external(_lapack_cholesky, "lapack_cholesky", _matrices(1), _d
 # arrays of the operand's dtype, C-contiguous, and a status last (1: LAPACK did not
 # converge). A matrix holding a NaN or inf where the op reads gives NaN results.
 
+# LAPACK's syevd and heevd called as NumPy's eigh calls them, with the triangle it reads
+# ('L' or 'U'): Numba's np.linalg.eigh reads the lower one only, and the upper one's
+# reduction gives other eigenvectors (their signs, and phases). SciPy's, by symbol.
+# (geev, for eig, too: Numba's np.linalg.eig refuses a real matrix whose eigenvalues are
+# complex)
+for _name in ("dsyevd", "zheevd", "dgeev", "zgeev"):
+    capsule_symbol(f"jittape.lapack.{_name}", cython_lapack.__pyx_capi__[_name])
+_dsyevd = types.ExternalFunction("jittape.lapack.dsyevd", types.void(*[types.voidptr] * 11))
+_zheevd = types.ExternalFunction("jittape.lapack.zheevd", types.void(*[types.voidptr] * 13))
+_dgeev = types.ExternalFunction("jittape.lapack.dgeev", types.void(*[types.voidptr] * 14))
+_zgeev = types.ExternalFunction("jittape.lapack.zgeev", types.void(*[types.voidptr] * 14))
+
+
 @_jit
-def _symmetric_from_lower(a):
-    """The float64 symmetric matrix whose lower triangle is ``a``'s (what LAPACK's
-    syevd reads with UPLO='L'), and whether that triangle is finite."""
+def _fortran_copy(a, dtype):
+    """A Fortran-ordered copy of the matrix ``a`` in ``dtype`` (what LAPACK reads)."""
+    n, m = a.shape
+    out = np.empty((m, n), dtype).T
+    for j in range(m):
+        for i in range(n):
+            out[i, j] = a[i, j]
+    return out
+
+
+@_jit
+def _triangle_finite(a, upper):
+    """Whether the triangle of ``a`` that eigh reads (with the diagonal) is finite."""
     n = a.shape[0]
-    s = np.empty((n, n), np.float64)
-    finite = True
     for i in range(n):
-        for j in range(i + 1):
-            v = np.float64(a[i, j])
-            if not np.isfinite(v):
-                finite = False
-            s[i, j] = v
-            s[j, i] = v
-    return s, finite
+        for j in range(i, n) if upper else range(i + 1):
+            if not np.isfinite(a[i, j]):
+                return False
+    return True
+
+
+def _evd_call(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info):
+    """syevd (``a`` float64: no ``rwork``) or heevd (complex128) on these arrays."""
+
+
+@overload(_evd_call)
+def _evd_call_impl(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork,
+                   info):
+    if a.dtype == types.float64:
+        def impl(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info):
+            _dsyevd(jobz.ctypes, uplo.ctypes, n.ctypes, a.ctypes, lda.ctypes, w.ctypes,
+                    work.ctypes, lwork.ctypes, iwork.ctypes, liwork.ctypes, info.ctypes)
+    else:
+        def impl(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info):
+            _zheevd(jobz.ctypes, uplo.ctypes, n.ctypes, a.ctypes, lda.ctypes, w.ctypes,
+                    work.ctypes, lwork.ctypes, rwork.ctypes, lrwork.ctypes, iwork.ctypes,
+                    liwork.ctypes, info.ctypes)
+    return impl
 
 
 @_jit
-def _lapack_eigh(a):
+def _evd(a, vectors, upper):
+    """(eigenvalues, LAPACK's info) of the symmetric (Hermitian) matrix read from the
+    upper or lower triangle of the float64 (complex128) Fortran-ordered matrix ``a``,
+    which ``vectors`` overwrites with the eigenvectors (syevd or heevd, as NumPy's eigh
+    with jobz 'V', eigvalsh with 'N')."""
+    n = a.shape[0]
+    w = np.empty(n, np.float64)
+    jobz = np.array([86 if vectors else 78], np.uint8)                # 'V' or 'N'
+    uplo = np.array([85 if upper else 76], np.uint8)                  # 'U' or 'L'
+    size = np.array([n], np.int32)
+    lda = np.array([max(1, n)], np.int32)
+    query = np.array([-1], np.int32)
+    info = np.zeros(1, np.int32)
+    iwork = np.zeros(1, np.int32)
+    rwork = np.zeros(1, np.float64)
+    work = np.zeros(1, a.dtype)
+    for attempt in range(2):          # the workspace's size asked first, then the work
+        if attempt:
+            lwork = np.array([max(1, int(work[0].real))], np.int32)
+            lrwork = np.array([max(1, int(rwork[0]))], np.int32)
+            liwork = np.array([max(1, iwork[0])], np.int32)
+            work = np.zeros(lwork[0], a.dtype)
+            rwork = np.zeros(lrwork[0], np.float64)
+            iwork = np.zeros(liwork[0], np.int32)
+        else:
+            lwork = lrwork = liwork = query
+        _evd_call(jobz, uplo, size, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork,
+                  info)
+        if info[0] != 0:
+            break
+    return w, info[0]
+
+
+@_jit
+def _lapack_eigh(a, upper):
     """(eigenvalues ascending, eigenvectors as columns, status) of the symmetric matrix
-    read from the lower triangle of ``a`` (syevd, as NumPy's eigh)."""
+    read from the lower (``upper``: upper) triangle of ``a`` (syevd, as NumPy's eigh)."""
     n = a.shape[0]
-    s, finite = _symmetric_from_lower(a)
-    if not finite:
+    if not _triangle_finite(a, upper):
         return _nans((n,), a.dtype), _nans((n, n), a.dtype), 0
-    try:
-        w, v = np.linalg.eigh(s)
-    except Exception:
+    s = _fortran_copy(a, np.float64)
+    w, info = _evd(s, True, upper)
+    if info != 0:
         return np.zeros(n, a.dtype), np.zeros((n, n), a.dtype), 1
-    return w.astype(a.dtype), np.ascontiguousarray(v).astype(a.dtype), 0
+    return w.astype(a.dtype), np.ascontiguousarray(s).astype(a.dtype), 0
 
 
 @_jit
-def _lapack_eigvalsh(a):
+def _lapack_eigvalsh(a, upper):
     """(eigenvalues ascending, status) of the symmetric matrix read from the lower
-    triangle of ``a``."""
+    (``upper``: upper) triangle of ``a``."""
     n = a.shape[0]
-    s, finite = _symmetric_from_lower(a)
-    if not finite:
+    if not _triangle_finite(a, upper):
         return _nans((n,), a.dtype), 0
-    try:
-        w = np.linalg.eigvalsh(s)
-    except Exception:
+    w, info = _evd(_fortran_copy(a, np.float64), False, upper)
+    if info != 0:
         return np.zeros(n, a.dtype), 1
     return w.astype(a.dtype), 0
+
+
+def _as_complex_of(x, a):
+    """``x`` (complex128) as complex64 where ``a`` is float32 or complex64."""
+    return x
+
+
+@overload(_as_complex_of)
+def _as_complex_of_impl(x, a):
+    target = np.complex64 if a.dtype in (types.float32, types.complex64) else np.complex128
+    return lambda x, a: x.astype(target)
+
+
+def _geev_call(jobvr, n, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info):
+    """geev with no left vectors: dgeev (``a`` float64: values in ``wr``, ``wi``) or
+    zgeev (complex128: values in ``wr``; ``wi`` unused, ``rwork`` its workspace)."""
+
+
+@overload(_geev_call)
+def _geev_call_impl(jobvr, n, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info):
+    if a.dtype == types.float64:
+        def impl(jobvr, n, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info):
+            _dgeev(_NO.ctypes, jobvr.ctypes, n.ctypes, a.ctypes, lda.ctypes, wr.ctypes,
+                   wi.ctypes, vr.ctypes, _ONE.ctypes, vr.ctypes, ldvr.ctypes, work.ctypes,
+                   lwork.ctypes, info.ctypes)
+    else:
+        def impl(jobvr, n, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info):
+            _zgeev(_NO.ctypes, jobvr.ctypes, n.ctypes, a.ctypes, lda.ctypes, wr.ctypes,
+                   vr.ctypes, _ONE.ctypes, vr.ctypes, ldvr.ctypes, work.ctypes, lwork.ctypes,
+                   rwork.ctypes, info.ctypes)
+    return impl
+
+
+_NO = np.array([78], np.uint8)            # 'N': no left eigenvectors
+_ONE = np.array([1], np.int32)            # their leading dimension, unused
+
+
+@_jit
+def _geev(a, vectors):
+    """(eigenvalues, right eigenvectors as columns, LAPACK's info) of the float64 or
+    complex128 Fortran-ordered matrix ``a`` (overwritten), by geev as NumPy's eig calls
+    it (jobvr 'V'; ``vectors`` False: 'N', as eigvals, and no vectors). A real matrix's
+    complex pairs are assembled as NumPy assembles them: v_j = x_j + i x_j+1 for the
+    value of positive imaginary part, its conjugate for the next."""
+    n = a.shape[0]
+    jobvr = np.array([86 if vectors else 78], np.uint8)
+    size = np.array([n], np.int32)
+    lda = np.array([max(1, n)], np.int32)
+    ldvr = np.array([max(1, n) if vectors else 1], np.int32)
+    wr = np.zeros(n, a.dtype)
+    wi = np.zeros(n, np.float64)
+    vr = np.zeros((n, n) if vectors else (1, 1), a.dtype).T
+    rwork = np.zeros(2 * n, np.float64)
+    info = np.zeros(1, np.int32)
+    work = np.zeros(1, a.dtype)
+    lwork = np.array([-1], np.int32)
+    _geev_call(jobvr, size, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info)
+    if info[0] == 0:
+        lwork[0] = max(1, int(work[0].real))
+        work = np.zeros(lwork[0], a.dtype)
+        _geev_call(jobvr, size, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info)
+    w = np.empty(n, np.complex128)
+    v = np.zeros((n, n) if vectors else (0, 0), np.complex128)
+    for j in range(n):
+        w[j] = wr[j] + 1j * wi[j]
+    if vectors:
+        j = 0
+        while j < n:
+            if wi[j] != 0 and j + 1 < n:
+                for i in range(n):
+                    v[i, j] = vr[i, j] + 1j * vr[i, j + 1]
+                    v[i, j + 1] = vr[i, j] - 1j * vr[i, j + 1]
+                j += 2
+            else:
+                for i in range(n):
+                    v[i, j] = vr[i, j]
+                j += 1
+    return w, v, info[0]
+
+
+@_jit
+def _lapack_eig(a, vectors):
+    """(eigenvalues, eigenvectors as columns (none without ``vectors``), status) of a
+    real square matrix, complex (dgeev in float64, as NumPy's eig); status 1 where
+    LAPACK did not converge; NaN for a matrix holding a NaN or inf."""
+    n = a.shape[0]
+    m = n if vectors else 0
+    if not _finite(a):
+        return (_as_complex_of(_nans((n,), np.complex128), a),
+                _as_complex_of(_nans((m, m), np.complex128), a), 0)
+    w, v, info = _geev(_fortran_copy(a, np.float64), vectors)
+    if info != 0:
+        return (_as_complex_of(np.zeros(n, np.complex128), a),
+                _as_complex_of(np.zeros((m, m), np.complex128), a), 1)
+    return _as_complex_of(w, a), _as_complex_of(v, a), 0
+
+
+@_jit
+def _lapack_eig_complex(a, vectors):
+    """As ``_lapack_eig`` for a complex matrix (zgeev in complex128)."""
+    n = a.shape[0]
+    m = n if vectors else 0
+    if not _finite(a):
+        return (_as_complex_of(_nans((n,), np.complex128), a),
+                _as_complex_of(_nans((m, m), np.complex128), a), 0)
+    w, v, info = _geev(_fortran_copy(a, np.complex128), vectors)
+    if info != 0:
+        return (_as_complex_of(np.zeros(n, np.complex128), a),
+                _as_complex_of(np.zeros((m, m), np.complex128), a), 1)
+    return _as_complex_of(w, a), _as_complex_of(v, a), 0
 
 
 @_jit
@@ -256,58 +434,30 @@ def _lapack_pinv(a, rcond):
 # (zgesdd); eigenvalues and singular values are real, float32 for complex64
 
 @_jit
-def _hermitian_from_lower(a, conj):
-    """The complex128 Hermitian matrix whose strict lower triangle is ``a``'s (conjugated
-    with ``conj``: ``a`` is the transpose of a matrix read from its upper triangle), its
-    diagonal the real parts of ``a``'s (what LAPACK's heevd reads); and whether that
-    triangle is finite (the diagonal's imaginary parts too, as the eager check reads)."""
-    n = a.shape[0]
-    s = np.empty((n, n), np.complex128)
-    finite = True
-    for i in range(n):
-        for j in range(i):
-            v = np.complex128(a[i, j])
-            if conj:
-                v = v.conjugate()
-            if not (np.isfinite(v.real) and np.isfinite(v.imag)):
-                finite = False
-            s[i, j] = v
-            s[j, i] = v.conjugate()
-        d = np.complex128(a[i, i])
-        if not (np.isfinite(d.real) and np.isfinite(d.imag)):
-            finite = False
-        s[i, i] = d.real
-    return s, finite
-
-
-@_jit
-def _lapack_eigh_complex(a, conj):
+def _lapack_eigh_complex(a, upper):
     """(eigenvalues ascending, eigenvectors as columns, status) of the Hermitian matrix
-    read from the lower triangle of ``a`` (see ``_hermitian_from_lower``)."""
+    read from the lower (``upper``: upper) triangle of ``a`` (heevd, in complex128)."""
     n = a.shape[0]
     real = a.real                          # (its dtype: the eigenvalues')
-    s, finite = _hermitian_from_lower(a, conj)
-    if not finite:
+    if not _triangle_finite(a, upper):
         return _nans((n,), real.dtype), _nans((n, n), a.dtype), 0
-    try:
-        w, v = np.linalg.eigh(s)
-    except Exception:
+    s = _fortran_copy(a, np.complex128)
+    w, info = _evd(s, True, upper)
+    if info != 0:
         return np.zeros(n, real.dtype), np.zeros((n, n), a.dtype), 1
-    return w.astype(real.dtype), np.ascontiguousarray(v).astype(a.dtype), 0
+    return w.astype(real.dtype), np.ascontiguousarray(s).astype(a.dtype), 0
 
 
 @_jit
-def _lapack_eigvalsh_complex(a, conj):
+def _lapack_eigvalsh_complex(a, upper):
     """(eigenvalues ascending, status) of the Hermitian matrix read from the lower
-    triangle of ``a``."""
+    (``upper``: upper) triangle of ``a``."""
     n = a.shape[0]
     real = a.real
-    s, finite = _hermitian_from_lower(a, conj)
-    if not finite:
+    if not _triangle_finite(a, upper):
         return _nans((n,), real.dtype), 0
-    try:
-        w = np.linalg.eigvalsh(s)
-    except Exception:
+    w, info = _evd(_fortran_copy(a, np.complex128), False, upper)
+    if info != 0:
         return np.zeros(n, real.dtype), 1
     return w.astype(real.dtype), 0
 
@@ -353,10 +503,12 @@ def _complex_with(*scalars):
             for dt in (types.complex64, types.complex128)}
 
 
-lapack_eigh = external(_lapack_eigh, "lapack_eigh", _matrices(1), _dtype_key,
+lapack_inv = external(_lapack_inv, "lapack_inv", {**_matrices(1), **_complex_with()},
+                      _dtype_key, label="linear algebra (inv)")
+lapack_eigh = external(_lapack_eigh, "lapack_eigh", _with(1, types.boolean), _dtype_key,
                        label="linear algebra (eigh)")
-lapack_eigvalsh = external(_lapack_eigvalsh, "lapack_eigvalsh", _matrices(1), _dtype_key,
-                           label="linear algebra (eigvalsh)")
+lapack_eigvalsh = external(_lapack_eigvalsh, "lapack_eigvalsh", _with(1, types.boolean),
+                           _dtype_key, label="linear algebra (eigvalsh)")
 lapack_svd = external(_lapack_svd, "lapack_svd", _with(1, types.boolean), _dtype_key,
                       label="linear algebra (svd)")
 lapack_svdvals = external(_lapack_svdvals, "lapack_svdvals", _matrices(1), _dtype_key,
@@ -374,6 +526,11 @@ lapack_eigvalsh_complex = external(_lapack_eigvalsh_complex, "lapack_eigvalsh_co
 lapack_svd_complex = external(_lapack_svd_complex, "lapack_svd_complex",
                               _complex_with(types.boolean), _dtype_key,
                               label="linear algebra (complex svd)")
+lapack_eig = external(_lapack_eig, "lapack_eig", _with(1, types.boolean), _dtype_key,
+                      label="linear algebra (eig)")
+lapack_eig_complex = external(_lapack_eig_complex, "lapack_eig_complex",
+                              _complex_with(types.boolean), _dtype_key,
+                              label="linear algebra (complex eig)")
 lapack_svdvals_complex = external(_lapack_svdvals_complex, "lapack_svdvals_complex",
                                   _complex_with(), _dtype_key,
                                   label="linear algebra (complex svd)")

@@ -25,6 +25,7 @@ symbols' names do not depend on the helper's code: a kernel kept on disk calls t
 helper of the installation it runs in, through the same fixed signature.
 """
 
+import ctypes
 import inspect
 import os
 import sys
@@ -200,6 +201,25 @@ class Progress:
                       file=sys.stderr, flush=True)
         Progress._current = None
         return False
+
+
+def capsule_symbol(symbol, capsule, expected=None):
+    """Define ``symbol`` in this process as the C function of a Cython ``capsule`` (an
+    entry of a module's ``__pyx_capi__``: scipy.special's or scipy.linalg's), checking
+    its C signature against ``expected`` where given. Compiled code calls the symbol by
+    name: Numba keeps no function that embeds an address in its disk cache, and a
+    kernel loaded from it resolves the name in the new process (its module imports the
+    one that defines it first)."""
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                  ctypes.c_char_p]
+    name = get_name(capsule)
+    if expected is not None and name.decode() != expected:     # pragma: no cover
+        raise ImportError(f"{symbol}: the C function has the signature {name.decode()!r}, "
+                          f"not {expected!r}")
+    binding.add_symbol(symbol, get_pointer(capsule, name))
 
 
 def _main_waits():

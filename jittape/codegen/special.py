@@ -19,18 +19,14 @@ At the poles (x a non-positive integer) they give what SciPy gives: digamma -inf
 fractions and asymptotic expansions SciPy chose for each range come with them. Numba
 cannot call ``scipy.special`` itself; ``scipy.special.cython_special`` exports each
 function's C entry point as a capsule. Its address is registered with LLVM as a named
-symbol when this module is imported, and compiled code calls that symbol by name rather
-than through a constant address: Numba does not write a function that embeds an address
-to its disk cache, and a kernel loaded from the cache resolves the name in the new
-process (the kernel's module imports this one first). Called from Python (a kernel run
+symbol when this module is imported (``linkage.capsule_symbol``), and compiled code
+calls that symbol by name rather than through a constant address. Called from Python (a kernel run
 without JIT) it is scipy.special's ufunc. CPU only: CUDA code cannot call the host's C.
 """
 
-import ctypes
 import math
 
 import numpy as np
-from llvmlite import binding
 from llvmlite import ir as llvm
 from numba import types
 from numba.core import cgutils
@@ -38,6 +34,7 @@ from numba.extending import intrinsic, overload
 from scipy import special as _scipy_special
 from scipy.special import cython_special
 
+from .linkage import capsule_symbol
 from .runtime import _jit
 
 # B_2k / (2k) for the digamma series, and B_2k / (2k)! for the zeta tail
@@ -120,19 +117,10 @@ def _symbol(name):
 
 
 def _register():
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                                  ctypes.c_char_p]
     for name, (key, nargs) in _C_FUNCTIONS.items():
-        capsule = cython_special.__pyx_capi__[key]
-        # (a check that SciPy's C signature is still the one the calls below assume)
-        expected = "double (" + "double, " * nargs + "int __pyx_skip_dispatch)"
-        if get_name(capsule).decode() != expected:          # pragma: no cover
-            raise ImportError(f"scipy.special.cython_special.{key} has the signature "
-                              f"{get_name(capsule).decode()!r}, not {expected!r}")
-        binding.add_symbol(_symbol(name), get_pointer(capsule, get_name(capsule)))
+        # (checked: SciPy's C signature is still the one the calls below assume)
+        capsule_symbol(_symbol(name), cython_special.__pyx_capi__[key],
+                       "double (" + "double, " * nargs + "int __pyx_skip_dispatch)")
 
 
 _register()

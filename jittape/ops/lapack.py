@@ -1,5 +1,5 @@
 """Linear algebra of ``np.linalg``: solve, inv, det, slogdet, cholesky, norm, and the
-decompositions eigh, eigvalsh, svd, qr, pinv, lstsq with what is built of them
+decompositions eig, eigvals, eigh, eigvalsh, svd, qr, pinv, lstsq with what is built of them
 (matrix_rank, cond, matrix_power, multi_dot).
 
 Each op works on stacks of matrices (the last two axes), as NumPy's do; ``solve``'s
@@ -36,9 +36,11 @@ need ``full_matrices=False``, qr's gradient m >= n, else ``UnsupportedError`` wh
 differentiated. ``pinv`` is a primitive whose gradient is that of a pseudo-inverse of
 constant rank (Golub and Pereyra); ``lstsq``'s solution is ``pinv(a) @ b``. A matrix
 holding NaN or inf (where the op reads) gives NaN results, eagerly and compiled, where
-NumPy's LAPACK raises for some ("SVD did not converge"). ``eig`` and ``eigvals`` (complex
-results) raise ``UnsupportedError``. ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` and
-``norm`` take complex matrices (Hermitian ones for eigh, its diagonal's real part read,
+NumPy's LAPACK raises for some ("SVD did not converge"). ``eig`` and ``eigvals`` give
+complex results always (JAX's choice: NumPy's dtype depends on the values), with the
+gradient of NumPy's normalized vectors (see the eig section). ``inv``, ``eig``,
+``eigvals``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals`` and ``norm`` take complex
+matrices (Hermitian ones for eigh, its diagonal's real part read,
 as LAPACK's heevd): their rules are the real ones with conjugate transposes, and a
 cotangent of complex vectors must not depend on their phases (``_phase_free``). Which of m and n is smaller fixes svd's and qr's
 shapes: a compiled function traces again when it changes (``_smaller``).
@@ -109,11 +111,16 @@ def _solve_abstract(a, b):
     return Aval(shape, _dtype("solve", a, b))
 
 
-def _matrix_abstract(op, result):
-    """The rule of an op of one stack of square matrices; ``result(shape)`` its shape."""
+def _matrix_abstract(op, result, complex=False):
+    """The rule of an op of one stack of square matrices; ``result(shape)`` its shape;
+    ``complex``: a complex operand gives its complex dtype (complex64 stays)."""
     def abstract(a):
         shape = shape_of(a)
         _square(op, shape)
+        dtype = _dtype_of(a)
+        if complex and dtype.kind == "c":
+            return Aval(result(tuple(shape)), np.dtype(
+                np.complex64 if dtype == np.complex64 else np.complex128))
         return Aval(result(tuple(shape)), _dtype(op, a))
     return abstract
 
@@ -239,8 +246,8 @@ def solve(a, b):
 # -- inv -----------------------------------------------------------------------------------
 
 def _inv_vjp(g, out, a):
-    xt = _t(out)
-    return _ew.negative(_la.matmul(xt, _la.matmul(g, xt)))
+    xh = _h(out)
+    return _ew.negative(_la.matmul(xh, _la.matmul(g, xh)))
 
 
 def _inv_jvp(t, out, a):
@@ -248,11 +255,11 @@ def _inv_jvp(t, out, a):
 
 
 _inv = _LinalgPrimitive(
-    "inv", np.linalg.inv, abstract=_matrix_abstract("inv", lambda s: s),
+    "inv", np.linalg.inv, abstract=_matrix_abstract("inv", lambda s: s, complex=True),
     vjp=[_inv_vjp], jvp=[_inv_jvp], save=(False, True),
     examples=[ex((3, 3), domain=_well_posed(3)), ex((2, 4, 4), domain=_well_posed(4)),
               ex((1, 1), domain=_well_posed(1))],
-    kind="opaque", backends=CPU_ONLY)
+    kind="opaque", backends=CPU_ONLY, complex=True)
 
 
 @numpy_dispatch(np.linalg.inv)
@@ -610,23 +617,17 @@ def _check_uplo(op, UPLO):
     return UPLO.upper()
 
 
-def _read_lower(a, UPLO):
-    """The matrices whose lower triangle eigh reads: ``a``'s, or for UPLO='U' its
-    transpose's (so that the values and vectors are those of the lower triangle's call,
-    compiled as eagerly); of a complex ``a``, the conjugate transpose's (the Hermitian
-    matrix of the upper triangle)."""
-    if UPLO != "U":
-        return a
-    a = np.swapaxes(a, -1, -2)
-    return np.conj(a) if a.dtype.kind == "c" else a
+def _read_triangle(UPLO):
+    """The part of a matrix that eigh reads: its lower (or upper) triangle."""
+    return np.triu if UPLO == "U" else np.tril
 
 
 def _eigvalsh_impl(a, UPLO):
-    return _guarded(np.linalg.eigvalsh, _read_lower(a, UPLO), np.tril)
+    return _guarded(lambda x: np.linalg.eigvalsh(x, UPLO), a, _read_triangle(UPLO))
 
 
 def _eigh_vectors_impl(a, UPLO):
-    return _guarded(lambda x: np.linalg.eigh(x)[1], _read_lower(a, UPLO), np.tril)
+    return _guarded(lambda x: np.linalg.eigh(x, UPLO)[1], a, _read_triangle(UPLO))
 
 
 def _real_diagonal(x):
@@ -725,8 +726,8 @@ EighResult.__doc__ = "(eigenvalues, eigenvectors) of ``eigh``, as NumPy's result
 def eigh(a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix of
     ``a`` (..., n, n), read from its lower triangle (``UPLO='U'``: the upper one): an
-    ``EighResult`` (w, v). A vector's sign is LAPACK's (with UPLO='U' it may differ from
-    NumPy's, which calls LAPACK on the upper triangle itself). The gradient of ``v``
+    ``EighResult`` (w, v), NumPy's (LAPACK's syevd or heevd reading that triangle, so
+    the vectors' signs and phases are NumPy's). The gradient of ``v``
     needs distinct eigenvalues: two equal ones give inf or NaN (as JAX and PyTorch);
     that of ``w`` alone is always defined."""
     UPLO = _check_uplo("eigh", UPLO)
@@ -741,15 +742,136 @@ def eigvalsh(a, UPLO="L"):
     return _eigvalsh.bind(a, UPLO=_check_uplo("eigvalsh", UPLO))
 
 
-@public(jt=False)
-@numpy_dispatch(np.linalg.eig, np.linalg.eigvals)
-def eig(a, *args, **kwargs):
-    """np.linalg.eig and eigvals: their results are complex, which jittape does not
-    support; UnsupportedError pointing to eigh."""
-    raise UnsupportedError(at_user_line(
-        f"eig: the eigenvalues of a general matrix are complex, which jittape does not "
-        f"support (operand: {_described(a)}); for a symmetric matrix use np.linalg.eigh "
-        "(or eigvalsh for the values)"))
+# -- eig: a general matrix's eigenvalues and eigenvectors, complex ------------------------
+# The values are holomorphic functions of the matrix: dw = diag(V^-1 dA V), so the
+# cotangent is V^-H diag(g) V^H (JAX's and autograd's rule, with jittape's convention
+# for complex gradients). The vectors have NumPy's (LAPACK's geev's) normalization: unit
+# norm, and the component of largest modulus real. JAX's tangent V (F o (V^-1 dA V))
+# with the norm's part removed keeps the norm; a multiple of i v of each vector then
+# keeps its largest component real (``_eig_gauge``): the derivative of the vectors NumPy
+# returns, so that any loss of them, not only one blind to their phases, is
+# differentiated (where the largest component stays the same one).
+
+def _eig_dtype(op, a):
+    """complex64 for float32 and complex64 operands, else complex128 (NumPy's eig
+    computes in double precision and gives single for single)."""
+    dtype = np.dtype(a.dtype) if hasattr(a, "dtype") else np.asarray(a).dtype
+    if dtype.kind != "c":
+        dtype = _dtype(op, a)
+    return np.dtype(np.complex64 if dtype in (np.float32, np.complex64) else np.complex128)
+
+
+def _eig_abstract(op, vectors):
+    def abstract(a):
+        shape = tuple(shape_of(a))
+        _square(op, shape)
+        return Aval(shape if vectors else shape[:-1], _eig_dtype(op, a))
+    return abstract
+
+
+def _eigvals_impl(a):
+    dtype = _eig_dtype("eigvals", a)
+    return _guarded(lambda x: np.linalg.eigvals(x).astype(dtype), a)
+
+
+def _eig_vectors_impl(a):
+    dtype = _eig_dtype("eig", a)
+    return _guarded(lambda x: np.linalg.eig(x)[1].astype(dtype), a)
+
+
+def _like_operand(g, a):
+    """A cotangent of the complex results as one of ``a``: its real part for a real
+    ``a`` (whose perturbations are real)."""
+    return g if _ew.is_complex(a) else _ew.real(g)
+
+
+def _eig_largest(v):
+    """(mask, r): 1 at each vector's component of largest modulus (a constant), and that
+    component's value (real by LAPACK's normalization), a row per stack member."""
+    size = _ew.abs(v)
+    mask = _ew.cast(_ew.equal(size, _rd.max(size, axis=-2, keepdims=True)), size.dtype)
+    return mask, _row(_ew.real(_rd.sum(_ew.multiply(mask, v), axis=-2)))
+
+
+def _eig_vjp_values(g, out, a):
+    v = _eig_vectors.bind(a)
+    ga = _mm(_h(_inv.bind(v)), _ew.multiply(_column(g), _h(v)))
+    return _like_operand(ga, a)
+
+
+def _eig_jvp_values(t, out, a):
+    v = _eig_vectors.bind(a)
+    # diag(V^-1 T V) = sum over the rows of (V^-1)^T o (T V)
+    return _rd.sum(_ew.multiply(_t(_inv.bind(v)), _mm(t, v)), axis=-2)
+
+
+def _eig_vjp_vectors(g, out, a):
+    v = out
+    mask, r = _eig_largest(v)
+    # the gauge's adjoint: i mask Im(v_i^H g_i) / r_i added to each column
+    phase = _ew.imag(_rd.sum(_ew.multiply(_ew.conj_of(g), v), axis=-2))
+    g = _ew.add(g, _ew.multiply(_ew.multiply(mask, _ew.divide(_row(phase), r)), 1j))
+    # the norm's adjoint: g - v Re(diag(v^H g))
+    g = _ew.subtract(g, _ew.multiply(v, _row(_ew.real(_rd.sum(
+        _ew.multiply(_ew.conj_of(v), g), axis=-2)))))
+    f = _ew.conj_of(_gaps_reciprocal(_eigvals.bind(a)))
+    ga = _mm(_h(_inv.bind(v)), _ew.multiply(f, _mm(_h(v), g)), _h(v))
+    return _like_operand(ga, a)
+
+
+def _eig_jvp_vectors(t, out, a):
+    v = out
+    f = _gaps_reciprocal(_eigvals.bind(a))
+    dv = _mm(v, _ew.multiply(f, _mm(_inv.bind(v), t, v)))
+    # unit norm kept: dv - v Re(diag(v^H dv))
+    dv = _ew.subtract(dv, _ew.multiply(v, _row(_ew.real(_rd.sum(
+        _ew.multiply(_ew.conj_of(v), dv), axis=-2)))))
+    # the largest component kept real: dv - i v Im(dv_k) / r
+    mask, r = _eig_largest(v)
+    turn = _ew.divide(_row(_rd.sum(_ew.multiply(mask, _ew.imag(dv)), axis=-2)), r)
+    return _ew.subtract(dv, _ew.multiply(_ew.multiply(v, turn), 1j))
+
+
+# general matrices with distinct eigenvalues: real ones near 2, 5, 8 (the spread of
+# eigh's examples), and 2 x 2 blocks near [[1, -2], [2, 1]] (eigenvalues near 1 +- 2i)
+def _rotation():
+    centre = np.array([[1.0, -2.0], [2.0, 1.0]])
+    return (centre - 0.1, centre + 0.1)
+
+
+_eigvals = _LinalgPrimitive(
+    "eigvals", _eigvals_impl, abstract=_eig_abstract("eigvals", vectors=False),
+    vjp=[_eig_vjp_values], jvp=[_eig_jvp_values], save=(True, False),
+    examples=[ex((3, 3), domain=(_spread(3),)), ex((2, 2, 2), domain=(_rotation(),)),
+              ex((1, 1))],
+    kind="opaque", backends=CPU_ONLY, complex=True)
+_eig_vectors = _LinalgPrimitive(
+    "eig", _eig_vectors_impl, abstract=_eig_abstract("eig", vectors=True),
+    vjp=[_eig_vjp_vectors], jvp=[_eig_jvp_vectors],
+    examples=[ex((3, 3), domain=(_spread(3),)), ex((2, 2, 2), domain=(_rotation(),))],
+    kind="opaque", backends=CPU_ONLY, complex=True)
+
+EigResult = collections.namedtuple("EigResult", "eigenvalues eigenvectors")
+EigResult.__doc__ = "(eigenvalues, eigenvectors) of ``eig``, as NumPy's result names them."
+
+
+@numpy_dispatch(np.linalg.eig)
+def eig(a):
+    """Eigenvalues and right eigenvectors (columns) of each square matrix of ``a``
+    (..., n, n): an ``EigResult`` (w, v), complex always (NumPy gives real arrays when
+    every eigenvalue is real, which a compiled function cannot know when it is traced;
+    JAX's choice), in LAPACK's order. Each vector has unit norm and its component of
+    largest modulus real, as NumPy's, and its gradient is that of those vectors, for any
+    loss; it needs distinct eigenvalues (inf or NaN for equal ones)."""
+    v = _eig_vectors.bind(a)                      # (first: its shape error names eig)
+    return EigResult(_eigvals.bind(a), v)
+
+
+@numpy_dispatch(np.linalg.eigvals)
+def eigvals(a):
+    """The eigenvalues of each square matrix of ``a`` (..., n, n), complex always (see
+    ``eig``); the gradient is ``V^-H diag(g) V^H``, its real part for a real ``a``."""
+    return _eigvals.bind(a)
 
 
 def _described(a):
@@ -1362,36 +1484,35 @@ def _lower_triangle(ctx, node):
     return lines
 
 
-def _lower_decomposition(helper, pick, count, what, tail=2, extra=None):
+def _lower_decomposition(helper, pick, count, what, tail=2, extra=None, real_operand=None):
     """The lowering of a decomposition's result: ``helper`` called per matrix returns
     ``count`` items, the op's result at ``pick`` and a status last (non-zero: LAPACK did
     not converge, ``what`` the op's name in the message); ``tail``: the axes of one
     matrix's result; ``extra(params)``: the source of the helper's other arguments. The
-    upper triangle eigh reads (UPLO='U') is the lower one of the transpose."""
+    helpers of eigh and eigvalsh take whether they read the upper triangle (UPLO='U').
+    ``real_operand(out dtype)``: the dtype a real operand is given in, where it is not the
+    result's (eig's complex results of a real matrix)."""
     def lower(ctx, node):
         (a,) = node.inputs
         out = node.out
         lines = []
         batch = out.ndim - tail
-        upper = node.params.get("UPLO") == "U"
         if a.dtype.kind == "c":
-            # the complex helper of the operand's dtype (its results may be real); the
-            # upper triangle of a Hermitian matrix is the conjugated lower one of the
-            # transpose (the helper conjugates)
+            # the complex helper of the operand's dtype (its results may be real)
             dtype = np.dtype(np.complex64 if out.dtype in (np.complex64, np.float32)
                              else np.complex128)
             an = _operand(ctx, a, dtype, lines)
             name = helper + "_complex"
             ctx.link(name, dtype.name)
-            more = [repr(upper)] if "UPLO" in node.params else []
         else:
-            an = _operand(ctx, a, out.dtype, lines)
+            dtype = out.dtype if real_operand is None else real_operand(out.dtype)
+            an = _operand(ctx, a, dtype, lines)
             name = helper
-            ctx.link(helper, out.dtype.name)
-            more = []
+            ctx.link(helper, dtype.name)
+        more = [repr(node.params["UPLO"] == "U")] if "UPLO" in node.params else []
         o = ctx.name(out)
-        view = _view(a, an, batch, 2) + (".T" if upper else "")
-        args = ", ".join([view] + more + ([extra(node.params)] if extra else []))
+        args = ", ".join([_view(a, an, batch, 2)] + more
+                         + ([extra(node.params)] if extra else []))
         r = ctx.tmp("r")
         pad = "    " * batch
         if batch:
@@ -1424,5 +1545,11 @@ _qr_q.lowerings["cpu"] = _lower_decomposition(
     "lapack_qr", 0, 3, "qr", extra=lambda p: repr(bool(p["complete"])))
 _qr_r.lowerings["cpu"] = _lower_decomposition(
     "lapack_qr", 1, 3, "qr", extra=lambda p: repr(bool(p["complete"])))
+_eig_vectors.lowerings["cpu"], _eigvals.lowerings["cpu"] = (
+    _lower_decomposition("lapack_eig", pick, 3, "eig", tail=tail,
+                         extra=lambda p, vectors=vectors: repr(vectors),
+                         real_operand=lambda d: np.dtype(np.float32 if d == np.complex64
+                                                         else np.float64))
+    for pick, tail, vectors in ((1, 2, True), (0, 1, False)))
 _pinv.lowerings["cpu"] = _lower_decomposition(
     "lapack_pinv", 0, 2, "pinv", extra=lambda p: repr(float(p["rcond"])))
