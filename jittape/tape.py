@@ -302,7 +302,10 @@ class GradientTape:
                     message = message[:-len(where)]
                 raise NumericsError(at_user_line(
                     f"{message}, in the gradient of {prim.name}")) from None
-            if getattr(g, "dtype", None) is not None and g.dtype.kind == "c":
+            if g.__class__ is Tensor:                 # (eagerly: a tensor, its value read)
+                if g._value.dtype.kind == "c":
+                    found = _real_cotangents(found, saved, inputs)
+            elif getattr(g, "dtype", None) is not None and g.dtype.kind == "c":
                 found = _real_cotangents(found, saved, inputs)
             for i, ct in found:
                 prev = grads.get(i)
