@@ -455,15 +455,17 @@ def test_tensors_are_taken_as_numpy_and_jt_minimize_takes_a_pytree(data):
         vt, gt = vg({"coef": jt.constant(p0["coef"]), "bias": jt.constant(0.0)}, Xd, yd)
         assert v == vt and np.array_equal(g["coef"], gt["coef"]) and g["bias"] == gt["bias"]
         # L-BFGS hands the point as tensors; Adam as NumPy values
-        got = jt.minimize(full, p0, value_and_grad=vg, args=(Xd, yd), tol=1e-8)
+        # (tol: a gradient norm well above what the sum of 200 rows' losses of about 79
+        # resolves; at 1e-8 a line search may find no lower point, one rounding apart)
+        got = jt.minimize(full, p0, value_and_grad=vg, args=(Xd, yd), tol=1e-6)
         adam = jt.minimize(full, p0, "adam", learning_rate=0.1, steps=2, value_and_grad=vg,
                            args=(Xd, yd))
         with pytest.raises(jt.UnsupportedError, match=r"argument 0 \(w\) holds a traced tensor"):
             jt.function(lambda c: vg({"coef": c, "bias": 0.0}, Xd, yd)[0])(p0["coef"])
     want = jt.minimize(full, p0, value_and_grad=jt.value_and_grad(full),
-                       args=(X[:200], y[:200]), tol=1e-8)
+                       args=(X[:200], y[:200]), tol=1e-6)
     assert got.success and want.success and adam.nit == 2
-    np.testing.assert_allclose(got.x["coef"], want.x["coef"], atol=1e-7)
+    np.testing.assert_allclose(got.x["coef"], want.x["coef"], atol=1e-6)
 
 
 def test_data_that_is_not_a_top_level_dask_argument_is_refused(data):

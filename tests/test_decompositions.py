@@ -362,8 +362,8 @@ def test_matrix_rank_cond_and_powers():
 
 
 def test_errors_name_the_op_the_shapes_and_the_line():
-    with pytest.raises(jt.UnsupportedError, match=r"eig: .*complex.*\(3, 3\).*eigh.*test_decomp"):
-        np.linalg.eigvals(c(np.eye(3)))
+    with pytest.raises(jt.ShapeError, match=r"eigvals: .*square.*\(3, 2\).*test_decomp"):
+        np.linalg.eigvals(c(np.ones((3, 2))))
     with pytest.raises(jt.UnsupportedError, match=r"svd: .*\(3, 2\).*full_matrices=False.*test_decomp"):
         jt.grad(lambda a: jt.sum(np.linalg.svd(a)[0]))(np.ones((3, 2)))
     with pytest.raises(jt.UnsupportedError, match=r"qr: .*at least as many rows.*\(2, 3\)"):
