@@ -182,3 +182,26 @@ def test_with_numba_disabled_a_kernel_in_parts_runs_as_python(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.split()[-1]) < 1e-12
+
+
+def test_with_numba_disabled_lapack_by_symbol_runs_scipys_wrappers(tmp_path):
+    """NUMBA_DISABLE_JIT=1: the helpers that call LAPACK through a symbol (eigh, eig) run
+    as Python, through SciPy's wrappers of the same routines; they left the results
+    unwritten (silently wrong eigenvalues)."""
+    code = ("import sys, numpy as np; sys.path.insert(0, %r)\n"
+            "import jittape as jt\n"
+            "a = np.random.default_rng(0).normal(size=(2, 5, 5))\n"
+            "f = jt.function(lambda x: (np.linalg.eigh(x, 'U'), np.linalg.eigvalsh(x),\n"
+            "                           np.linalg.eig(x), np.linalg.eigvals(x + 1j * x)))\n"
+            "(w, v), wl, (we, ve), wc = f(a)\n"
+            "w0, v0 = np.linalg.eigh(a, 'U')\n"
+            "we0, ve0 = np.linalg.eig(a)\n"
+            "print(max(np.abs(w - w0).max(), np.abs(v - v0).max(),\n"
+            "          np.abs(wl - np.linalg.eigvalsh(a)).max(), np.abs(we - we0).max(),\n"
+            "          np.abs(ve - ve0).max(), np.abs(wc - np.linalg.eigvals(a + 1j * a)).max()))\n"
+            % ROOT)
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.split()[-1]) < 1e-12

@@ -21,6 +21,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 from scipy.linalg import cython_lapack
+from scipy.linalg import lapack as _scipy_lapack
 
 from .linkage import capsule_symbol, external
 
@@ -170,7 +171,18 @@ def _triangle_finite(a, upper):
 
 
 def _evd_call(jobz, uplo, n, a, lda, w, work, lwork, rwork, lrwork, iwork, liwork, info):
-    """syevd (``a`` float64: no ``rwork``) or heevd (complex128) on these arrays."""
+    """syevd (``a`` float64: no ``rwork``) or heevd (complex128) on these arrays. Run as
+    Python (NUMBA_DISABLE_JIT=1), SciPy's wrapper of the same routine does the work (it
+    sizes its own workspace: the size query answers 1)."""
+    if lwork[0] == -1:
+        work[0] = rwork[0] = iwork[0] = 1
+        info[0] = 0
+        return
+    routine = _scipy_lapack.dsyevd if a.dtype == np.float64 else _scipy_lapack.zheevd
+    values, vectors, info[0] = routine(a, compute_v=int(jobz[0] == 86), lower=int(uplo[0] == 76))
+    w[:] = values
+    if jobz[0] == 86:
+        a[...] = vectors
 
 
 @overload(_evd_call)
@@ -251,7 +263,7 @@ def _lapack_eigvalsh(a, upper):
 
 def _as_complex_of(x, a):
     """``x`` (complex128) as complex64 where ``a`` is float32 or complex64."""
-    return x
+    return x.astype(np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128)
 
 
 @overload(_as_complex_of)
@@ -262,7 +274,20 @@ def _as_complex_of_impl(x, a):
 
 def _geev_call(jobvr, n, a, lda, wr, wi, vr, ldvr, work, lwork, rwork, info):
     """geev with no left vectors: dgeev (``a`` float64: values in ``wr``, ``wi``) or
-    zgeev (complex128: values in ``wr``; ``wi`` unused, ``rwork`` its workspace)."""
+    zgeev (complex128: values in ``wr``; ``wi`` unused, ``rwork`` its workspace). As
+    Python (NUMBA_DISABLE_JIT=1): SciPy's wrapper of the same routine."""
+    if lwork[0] == -1:
+        work[0] = 1
+        info[0] = 0
+        return
+    vectors = int(jobvr[0] == 86)
+    if a.dtype == np.float64:
+        wr[:], wi[:], _, right, info[0] = _scipy_lapack.dgeev(a, compute_vl=0,
+                                                              compute_vr=vectors)
+    else:
+        wr[:], _, right, info[0] = _scipy_lapack.zgeev(a, compute_vl=0, compute_vr=vectors)
+    if vectors:
+        vr[...] = right
 
 
 @overload(_geev_call)
