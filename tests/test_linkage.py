@@ -205,3 +205,24 @@ def test_with_numba_disabled_lapack_by_symbol_runs_scipys_wrappers(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.split()[-1]) < 1e-12
+
+
+def test_with_numba_disabled_the_fast_path_checks_dtypes_and_ranks(tmp_path):
+    """NUMBA_DISABLE_JIT=1: Numba no longer rejects another dtype at a kernel's door, so
+    the fast path checks it: a complex array reached the float64 variant's Python kernel
+    (sum(z * z) was 0.0, with only a ComplexWarning)."""
+    code = ("import sys, warnings, numpy as np; sys.path.insert(0, %r)\n"
+            "warnings.simplefilter('error')\n"
+            "import jittape as jt\n"
+            "f = jt.function(lambda x: jt.sum(x * x))\n"
+            "x = np.linspace(-1, 1, 5)\n"
+            "for _ in range(3):\n"
+            "    f(x)\n"
+            "z = x + 1j * x[::-1]\n"
+            "print(f(z) == np.sum(z * z), f(x.reshape(5, 1)) == np.sum(x * x), f(x) == np.sum(x * x))\n"
+            % ROOT)
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["True", "True", "True"]

@@ -18,6 +18,7 @@ that error messages pass over these frames to the user's line.
 import hashlib
 import linecache
 
+import numba
 import numpy as np
 
 from .. import tree
@@ -106,6 +107,11 @@ def _access(source, value, names, guard, leaves):
         name = f"C{len(names)}"
         names[name] = cls
         guard.append(f"{source}.__class__ is {name}")
+        if cls is _ndarray and numba.config.DISABLE_JIT:
+            # (Numba checks a kernel's dtypes and ranks; run as Python, nothing would:
+            # a complex array reached the float64 variant's kernel)
+            names[f"D{name}"] = value.dtype
+            guard.append(f"{source}.dtype == D{name} and {source}.ndim == {value.ndim}")
         leaves.append(source)
 
 
@@ -125,7 +131,7 @@ def caller(entry, args, title):
     source is its ``source`` attribute; ``title`` names it (``grad(loss)``).
 
     Numba checks dtypes and ranks (it compiles nothing new for a kernel: a mismatch is a
-    TypeError) and the kernel checks the rest of its signature (SignatureMismatch) and
+    TypeError; under NUMBA_DISABLE_JIT, where the kernel is Python, the guard checks them) and the kernel checks the rest of its signature (SignatureMismatch) and
     its sizes (SizeMismatch); any of them, or a guard that does not hold, sends the call
     down the full path (``_call``), which raises what applies. So does any other error
     of the kernel (an index out of range, a NaN under ``check_numerics``): it raises its
