@@ -352,32 +352,29 @@ def _geev(a, vectors):
     return w, v, info[0]
 
 
+def _geev_copy(a):
+    """The Fortran-ordered copy geev works on: float64, complex128 for a complex ``a``."""
+    return _fortran_copy(a, np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
+@overload(_geev_copy)
+def _geev_copy_impl(a):
+    work = np.complex128 if isinstance(a.dtype, types.Complex) else np.float64
+    return lambda a: _fortran_copy(a, work)
+
+
 @_jit
 def _lapack_eig(a, vectors):
     """(eigenvalues, eigenvectors as columns (none without ``vectors``), status) of a
-    real square matrix, complex (dgeev in float64, as NumPy's eig); status 1 where
-    LAPACK did not converge; NaN for a matrix holding a NaN or inf."""
+    square matrix, complex (dgeev in float64 for a real one, zgeev in complex128, as
+    NumPy's eig); status 1 where LAPACK did not converge; NaN for a matrix holding a NaN
+    or inf."""
     n = a.shape[0]
     m = n if vectors else 0
     if not _finite(a):
         return (_as_complex_of(_nans((n,), np.complex128), a),
                 _as_complex_of(_nans((m, m), np.complex128), a), 0)
-    w, v, info = _geev(_fortran_copy(a, np.float64), vectors)
-    if info != 0:
-        return (_as_complex_of(np.zeros(n, np.complex128), a),
-                _as_complex_of(np.zeros((m, m), np.complex128), a), 1)
-    return _as_complex_of(w, a), _as_complex_of(v, a), 0
-
-
-@_jit
-def _lapack_eig_complex(a, vectors):
-    """As ``_lapack_eig`` for a complex matrix (zgeev in complex128)."""
-    n = a.shape[0]
-    m = n if vectors else 0
-    if not _finite(a):
-        return (_as_complex_of(_nans((n,), np.complex128), a),
-                _as_complex_of(_nans((m, m), np.complex128), a), 0)
-    w, v, info = _geev(_fortran_copy(a, np.complex128), vectors)
+    w, v, info = _geev(_geev_copy(a), vectors)
     if info != 0:
         return (_as_complex_of(np.zeros(n, np.complex128), a),
                 _as_complex_of(np.zeros((m, m), np.complex128), a), 1)
@@ -553,7 +550,7 @@ lapack_svd_complex = external(_lapack_svd_complex, "lapack_svd_complex",
                               label="linear algebra (complex svd)")
 lapack_eig = external(_lapack_eig, "lapack_eig", _with(1, types.boolean), _dtype_key,
                       label="linear algebra (eig)")
-lapack_eig_complex = external(_lapack_eig_complex, "lapack_eig_complex",
+lapack_eig_complex = external(_lapack_eig, "lapack_eig_complex",
                               _complex_with(types.boolean), _dtype_key,
                               label="linear algebra (complex eig)")
 lapack_svdvals_complex = external(_lapack_svdvals_complex, "lapack_svdvals_complex",
