@@ -161,6 +161,16 @@ def test_with_numba_disabled_the_product_is_plain_python():
     assert proc.stdout.split()[-1] == "512.0"
 
 
+def _without_jit(code, cache_dir):
+    """``code`` run by a new Python with NUMBA_DISABLE_JIT=1 and its own disk cache; it
+    must succeed."""
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(cache_dir))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
 def test_with_numba_disabled_a_kernel_in_parts_runs_as_python(tmp_path):
     """NUMBA_DISABLE_JIT=1: a kernel too large for one function (in parts) runs its
     parts as plain Python functions (it crashed switching their compiling off)."""
@@ -177,10 +187,7 @@ def test_with_numba_disabled_a_kernel_in_parts_runs_as_python(tmp_path):
             "    tape.watch(t)\n"
             "    y = f(t)\n"
             "print(float(np.abs(g - tape.gradient(y, t).numpy()).max()))\n" % ROOT)
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _without_jit(code, tmp_path)
     assert float(proc.stdout.split()[-1]) < 1e-12
 
 
@@ -200,10 +207,7 @@ def test_with_numba_disabled_lapack_by_symbol_runs_scipys_wrappers(tmp_path):
             "          np.abs(wl - np.linalg.eigvalsh(a)).max(), np.abs(we - we0).max(),\n"
             "          np.abs(ve - ve0).max(), np.abs(wc - np.linalg.eigvals(a + 1j * a)).max()))\n"
             % ROOT)
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _without_jit(code, tmp_path)
     assert float(proc.stdout.split()[-1]) < 1e-12
 
 
@@ -221,8 +225,5 @@ def test_with_numba_disabled_the_fast_path_checks_dtypes_and_ranks(tmp_path):
             "z = x + 1j * x[::-1]\n"
             "print(f(z) == np.sum(z * z), f(x.reshape(5, 1)) == np.sum(x * x), f(x) == np.sum(x * x))\n"
             % ROOT)
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1", JITTAPE_CACHE_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _without_jit(code, tmp_path)
     assert proc.stdout.split()[-3:] == ["True", "True", "True"]
