@@ -304,20 +304,21 @@ def _unreporting(settings):
 
 
 def numpy_warnings_at_user(impl):
-    """``impl`` (an op's NumPy implementation) with NumPy's floating-point warnings
-    reported at the user's line outside tapes too (``numpy_errors_enter``), for the ops
-    that warn on ordinary finite operands (a zero divisor, a log of zero, an overflowing
-    exp). Tapes and gradients switch the settings once for their whole block; an op
-    outside them pays the switch itself (about 0.5 us), which is why only those ops
-    wear this and not every op (an overflowing product outside a tape still warns in
-    jittape's file)."""
+    """``impl`` with NumPy's floating-point warnings reported at the user's line while it
+    runs (``numpy_errors_enter``/``numpy_errors_exit``, inlined: a tape runs this for
+    every op that can warn and for every gradient). It wraps the ops that warn on
+    ordinary finite operands (a zero divisor, a log of zero, an overflowing exp), so
+    they report outside tapes too, and the tape's gradient methods. Tapes switch the
+    settings once for their whole block, where this costs two reads; an op outside them
+    pays the switch itself (about 0.5 us), which is why only those ops wear this and not
+    every op (an overflowing product outside a tape still warns in jittape's file)."""
     if _NUMPY_ERRORS is None:                  # pragma: no cover - other NumPy layouts
         return impl
 
     settings, ours_of = _NUMPY_ERRORS, _OURS
 
+    @functools.wraps(impl)
     def reporting(*args, **params):
-        # numpy_errors_enter/exit inlined: nothing can change the settings inside impl
         before = settings.get()
         ours = ours_of.get(before) or reporting_settings(before)
         if ours is before:                     # in a tape's block, or nothing to report
@@ -326,9 +327,10 @@ def numpy_warnings_at_user(impl):
         try:
             return impl(*args, **params)
         finally:
-            settings.set(before)
-    reporting.__name__ = getattr(impl, "__name__", "impl")
-    reporting.__wrapped__ = impl
+            if settings.get() is ours:
+                settings.set(before)
+            else:            # (a gradient's custom rule changed them: numpy_errors_exit)
+                settings.set(_unreporting(settings.get()))
     return reporting
 
 

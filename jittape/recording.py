@@ -25,7 +25,10 @@ def _thread_list(name):
 
 def thread_tapes():
     """The tapes recording in this thread, innermost last (a list the caller may change)."""
-    return _thread_list("tapes")
+    try:                              # (each op on a tape asks: one frame, no getattr)
+        return _local.tapes
+    except AttributeError:
+        return _thread_list("tapes")
 
 
 def thread_traces():

@@ -13,7 +13,6 @@ the API boundary, for ``UnconnectedGradients.ZERO``.
 
 import contextlib
 import enum
-import functools
 import logging
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from . import autodiff, control, ops, tree
 from .errors import (NumericsError, at_user_line, numpy_errors_enter, numpy_errors_exit,
+                     numpy_warnings_at_user,
                      user_frame, warn_at_user)
 from .ops.core import Aval
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
@@ -56,21 +56,6 @@ def _real_cotangents(found, args, inputs):
     kinds = {i: args[k].dtype.kind for k, i in inputs}
     return [(i, ops.real(ct) if kinds.get(i, "c") != "c" and getattr(ct, "dtype", None) is not None
              and ct.dtype.kind == "c" else ct) for i, ct in found]
-
-
-def _numpy_errors_at_user(method):
-    """The tape's gradients with NumPy's floating-point warnings at the user's line
-    (``errors.numpy_errors_enter``)."""
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        errors = numpy_errors_enter()
-        if errors is None:                    # (inside the tape's block: set already)
-            return method(*args, **kwargs)
-        try:
-            return method(*args, **kwargs)
-        finally:
-            numpy_errors_exit(*errors)
-    return wrapper
 
 
 class GradientTape:
@@ -207,7 +192,7 @@ class GradientTape:
         if not self._persistent:
             self._entries = []          # release what was recorded
 
-    @_numpy_errors_at_user
+    @numpy_warnings_at_user
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  unconnected_gradients: Any = UnconnectedGradients.NONE) -> Any:
         """The gradient of ``target`` (summed over all its tensors) w.r.t. each source.
@@ -243,7 +228,9 @@ class GradientTape:
         grads = [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)]
         if src_def is _ONE:
             return grads[0]
-        return grads if src_def is _FLAT_LISTS.get(len(grads)) else tree.unflatten(src_def, grads)
+        if src_def is _FLAT_LISTS.get(len(grads)):
+            return grads
+        return tuple(grads) if src_def is _FLAT_TUPLES.get(len(grads)) else tree.unflatten(src_def, grads)
 
     def _backprop(self, targets, seeds, sources):
         """Reverse sweep; returns one gradient (a Tensor or None) per source."""
@@ -293,8 +280,11 @@ class GradientTape:
                 del grads[out_id]
             # only float values are relevant: integer sources are excluded above and
             # integer results are never recorded
+            # (eagerly: a tensor, its value read)
+            complex_g = (g._value.dtype.kind == "c" if g.__class__ is Tensor
+                         else getattr(g, "dtype", None) is not None and g.dtype.kind == "c")
             try:
-                found = input_cotangents(prim, g, out, saved, params, inputs, relevant)
+                found = input_cotangents(prim, g, out, saved, params, inputs, relevant, complex_g)
             except NumericsError as err:
                 # the op's message names the same user line: said once, at the end
                 message, where = str(err), f" (at {user_frame()})"
@@ -302,10 +292,7 @@ class GradientTape:
                     message = message[:-len(where)]
                 raise NumericsError(at_user_line(
                     f"{message}, in the gradient of {prim.name}")) from None
-            if g.__class__ is Tensor:                 # (eagerly: a tensor, its value read)
-                if g._value.dtype.kind == "c":
-                    found = _real_cotangents(found, saved, inputs)
-            elif getattr(g, "dtype", None) is not None and g.dtype.kind == "c":
+            if complex_g:
                 found = _real_cotangents(found, saved, inputs)
             for i, ct in found:
                 prev = grads.get(i)
@@ -372,7 +359,7 @@ class GradientTape:
             wrt.extend(vars_)
         return wrt, groups
 
-    @_numpy_errors_at_user
+    @numpy_warnings_at_user
     def jacobian(self, target: Any, sources: Any,
                  unconnected_gradients: Any = UnconnectedGradients.NONE,
                  parallel_iterations: Optional[int] = None,
@@ -456,7 +443,7 @@ class GradientTape:
             out.append(ops.reshape(ops.sum(r, axis=2), (t._var.shape[0], -1) + tuple(s.shape[1:])))
         return out
 
-    @_numpy_errors_at_user
+    @numpy_warnings_at_user
     def batch_jacobian(self, target: Any, source: Any,
                        unconnected_gradients: Any = UnconnectedGradients.NONE,
                        parallel_iterations: Optional[int] = None,
@@ -500,7 +487,8 @@ def _unconnected(value):
 
 def _sources(sources, what):
     leaves, treedef = _flatten(sources)
-    if treedef is _ONE or treedef is _FLAT_LISTS.get(len(leaves)):
+    if treedef is _ONE or treedef is _FLAT_LISTS.get(len(leaves)) or \
+            treedef is _FLAT_TUPLES.get(len(leaves)):
         return leaves, treedef               # the fast path checked every leaf already
     for k, s in enumerate(leaves):
         if not isinstance(s, Tensor):
@@ -514,8 +502,10 @@ def _flatten(x):
     """tree.flatten with a fast path for a tensor and a flat list of tensors."""
     if isinstance(x, Tensor):
         return [x], _ONE
-    if x.__class__ is list and len(x) in _FLAT_LISTS and all(isinstance(t, Tensor) for t in x):
-        return x, _FLAT_LISTS[len(x)]
+    cls = x.__class__
+    if (cls is list or cls is tuple) and len(x) in _FLAT_LISTS and \
+            all(isinstance(t, Tensor) for t in x):
+        return (x, _FLAT_LISTS[len(x)]) if cls is list else (list(x), _FLAT_TUPLES[len(x)])
     return tree.flatten(x)
 
 
@@ -523,6 +513,7 @@ def _flatten(x):
 # results (every leaf a Tensor) from tree.flatten's, whose leaves are unchecked.
 _ONE = tree.TreeDef("leaf", None, ())
 _FLAT_LISTS = {n: tree.TreeDef("list", None, (_ONE,) * n) for n in range(1, 9)}
+_FLAT_TUPLES = {n: tree.TreeDef("tuple", None, (_ONE,) * n) for n in range(1, 9)}
 
 
 def _finish(grad, source, unconnected):

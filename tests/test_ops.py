@@ -8,6 +8,7 @@ import builtins
 import math
 import pathlib
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -28,7 +29,9 @@ DIFFERENTIABLE = cases(differentiable_only=True)
 
 
 def _rng(name, i):
-    return np.random.default_rng(abs(hash((name, i))) % 2**32)
+    # (crc32, not hash(): a string's hash changes with each process, and so would the
+    # inputs; a failure must come back when the test runs again)
+    return np.random.default_rng(zlib.crc32(f"{name}/{i}".encode()))
 
 
 def test_every_op_declares_examples_and_differentiable_ops_declare_vjps():
@@ -214,7 +217,11 @@ def test_jvp_matches_finite_differences(name, i):
         assert np.allclose(expected, 0, atol=1e-7), f"{name}: tangent is None"
         return
     assert t.shape == out.shape and t.dtype == out.dtype, (name, t.shape, t.dtype)
-    np.testing.assert_allclose(t.numpy(), expected, rtol=rtol, atol=1e-7, err_msg=name)
+    # a float32 result rounds each side of the difference by half an ulp of its size:
+    # about 6e-8 |out| / eps in the quotient, which a small derivative's rtol does not
+    # cover (cast to float32 of a slope-1 input, found with a random seed)
+    atol = 1e-7 if not low else 1e-4 * max(1.0, float(np.max(np.abs(out.numpy()), initial=0)))
+    np.testing.assert_allclose(t.numpy(), expected, rtol=rtol, atol=atol, err_msg=name)
 
 
 @pytest.mark.parametrize("name,i", [c for c in DIFFERENTIABLE if c[1] == 0])

@@ -25,7 +25,7 @@ from .. import config as _config, tensor as tensor_module
 from ..tensor import (Tensor, Variable, UFUNC_TABLE, FUNCTION_TABLE, OperandHoldsTensors,
                       coerce_operand, complex_error, holds_tensor, to_array)
 from ..ir import Var
-from ..recording import ACTIVE_TAPES, TRACES, current_trace, thread_tapes
+from ..recording import ACTIVE_TAPES, TRACES, _local, current_trace, thread_tapes
 
 _TENSOR_CLASSES = frozenset([Tensor, Variable])
 # operands taken as they are (an ndarray too); an op that does not take complex values
@@ -188,6 +188,8 @@ class OpRecord:
     places = False
     row_of = None
     joint = False
+    holomorphic = False
+    broadcasts = False
     impl = None
     vjp = None
     jvp = None
@@ -212,7 +214,7 @@ class Primitive(OpRecord):
     def __init__(self, name, impl, *, abstract, vjp=None, jvp=None, save=None, examples=(),
                  domain=(-2.0, 2.0), differentiable=True, numpy=(), ufunc=False,
                  kind="opaque", cost=CHEAP, aliases=(), keeps_order=False, accumulate=None,
-                 backends=BACKENDS, public=True, complex=False):
+                 backends=BACKENDS, public=True, complex=False, holomorphic=False, broadcasts=False):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} is declared twice")
         if kind not in KINDS:
@@ -241,6 +243,15 @@ class Primitive(OpRecord):
         # other op refuses a complex operand or result (UnsupportedError), never a number;
         # "eager": on the tape only, a traced complex operand refused
         self.complex = complex
+        # holomorphic: the VJP rules are written for a real cotangent and the op is
+        # holomorphic in each input, so a complex cotangent g goes back as
+        # conj(rule(conj(g))) (vjp.input_cotangents does that once for all rules: the
+        # rules themselves pay nothing for complex numbers on the eager tape)
+        self.holomorphic = holomorphic
+        # broadcasts: the inputs broadcast against each other and each VJP rule gives
+        # its input's cotangent at the output's shape; the VJP step sums it back to the
+        # input's shape (unbroadcast), so the rules are the op's diagonal JVP rules
+        self.broadcasts = broadcasts
         self.backends = tuple(backends)
         if accumulate is not None:
             self.accumulator = accumulate
@@ -351,7 +362,11 @@ def record(prim, args, params, result):
     # trainable variable still makes a tape watch it, as in TensorFlow.
     differentiable = prim.differentiable and result._value.dtype.kind in "fc"
     entry = None
-    for tape in thread_tapes():
+    try:                               # (thread_tapes, inlined: this runs for every op)
+        tapes = _local.tapes
+    except AttributeError:
+        tapes = thread_tapes()
+    for tape in tapes:
         if tape._forward:                  # a ForwardAccumulator: the tangent, now
             if differentiable:
                 tape._record(prim, args, params, result)
@@ -439,11 +454,18 @@ def _make_entry(prim, args, params, result):
     keep = prim.keep_inputs
     saved = args                  # copied only when an input is replaced
     inputs = []
-    for k, a in enumerate(args):
+    k = -1
+    for a in args:
+        k += 1
         cls = a.__class__
-        if cls is not Tensor and cls is not Variable and not isinstance(a, Tensor):
+        if cls is Tensor:
+            inputs.append((k, a._id))
+            if keep is True:                         # (the common case: kept as it is)
+                continue
+        elif cls is Variable or isinstance(a, Tensor):
+            inputs.append((k, a._id))
+        else:
             continue
-        inputs.append((k, a._id))
         if not (keep if keep.__class__ is bool else (keep[k] if k < len(keep) else True)):
             replacement = _new(Aval)                 # the VJP needs only its shape and dtype
             replacement.shape = a._value.shape

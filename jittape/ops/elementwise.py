@@ -7,7 +7,8 @@ An elementwise op's derivative is diagonal: each input's rule, ``rule(g, out, *a
 multiplies ``g`` by the partial derivative element by element (or selects it). The one
 rule serves both modes: applied to a tangent it is the input's part of the output's
 tangent (JVP), and applied to a cotangent, summed back to the input's shape with
-``unbroadcast``, it is the input's cotangent (VJP).
+``unbroadcast`` (``Primitive.broadcasts``: the VJP step does it), it is the input's
+cotangent (VJP).
 """
 
 import math
@@ -83,18 +84,13 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
 
     ``complex``: the op takes complex values and is holomorphic there; its partials are
     then the complex derivative times the tangent, and its VJP rules the conjugate of the
-    rule applied to the conjugate cotangent (``_conjugated``).
+    rule applied to the conjugate cotangent (``Primitive.holomorphic``: the rules
+    themselves are written for real cotangents).
     """
     vjp = jvp = None
     if partials is not None:
-        jvp = list(partials)
-        # (one input: its shape is the output's, nothing to sum back)
-        if ufunc.nin == 1:
-            vjp = [rule if rule is zero_partial or not complex else _conjugated(rule)
-                   for rule in partials]
-        else:
-            vjp = [rule if rule is zero_partial else _summed(rule, k, complex)
-                   for k, rule in enumerate(partials)]
+        # (the VJP step sums each rule's result back to its input's shape: broadcasts)
+        jvp = vjp = list(partials)
     run = fast or impl or ufunc
     prim = Primitive(name, numpy_warnings_at_user(run) if warns else run, abstract=_abstract(name, ufunc), vjp=vjp, jvp=jvp,
                      save=save,
@@ -102,40 +98,16 @@ def elementwise(name, ufunc, scalar, partials=None, *, save=None, examples=None,
                      examples=examples if examples is not None else
                      (UNARY_EXAMPLES if ufunc.nin == 1 else BINARY_EXAMPLES),
                      domain=domain, differentiable=differentiable,
-                     numpy=(ufunc, *also) if impl is None else (), ufunc=True, complex=complex)
+                     numpy=(ufunc, *also) if impl is None else (), ufunc=True, complex=complex,
+                     holomorphic=bool(complex) and partials is not None,
+                     broadcasts=ufunc.nin > 1)
     prim.lowerings["scalar"] = scalar
     return prim
-
-
-_SHAPED = (Tensor, Variable, np.ndarray)
 
 
 def zero_partial(g, out, *args, **params):
     """The rule of an input the output does not vary with: a zero (None) in both modes."""
     return None
-
-
-def _conjugated(rule):
-    """The VJP rule of a holomorphic op from its diagonal (JVP) rule ``g * f'(z)``: with the
-    convention of API.md (the gradient of a real loss in z = x + iy is dL/dx + i dL/dy) a
-    cotangent goes back as ``g * conj(f'(z))``, which is ``conj(rule(conj(g)))`` (the rule
-    is linear in g). A real cotangent is a real op's: the rule as it is."""
-    def vjp(g, out, *args, **params):
-        if not _complex_cotangent(g):
-            return rule(g, out, *args, **params)
-        ct = rule(_conj.bind(g), out, *args, **params)
-        return None if ct is None else conj_of(ct)
-    vjp.__name__ = getattr(rule, "__name__", "rule")
-    return vjp
-
-
-def _complex_cotangent(g):
-    """Whether the cotangent ``g`` is complex (a tensor's value read directly: this runs
-    for every rule of a complex-capable op on the tape)."""
-    if g.__class__ is Tensor:
-        return g._value.dtype.kind == "c"
-    dtype = getattr(g, "dtype", None)
-    return dtype is not None and dtype.kind == "c"
 
 
 def is_complex(x):
@@ -149,22 +121,6 @@ def is_complex(x):
 def conj_of(x):
     """The complex conjugate of ``x``; a real ``x`` itself (no op)."""
     return _conj.bind(x) if is_complex(x) else x
-
-
-def _summed(rule, k, holomorphic=False):
-    """The VJP rule of a diagonal rule: its result summed back to input ``k``'s shape;
-    ``holomorphic``: conjugated for a complex cotangent, as ``_conjugated`` (one wrapper,
-    not two: the eager tape's cost per op)."""
-    def vjp(g, out, *args):
-        a = args[k]
-        if holomorphic and _complex_cotangent(g):
-            ct = rule(_conj.bind(g), out, *args)
-            ct = None if ct is None else conj_of(ct)
-        else:
-            ct = rule(g, out, *args)
-        return unbroadcast(ct, a.shape if a.__class__ in _SHAPED else shape_of(a))
-    vjp.__name__ = f"{getattr(rule, '__name__', 'rule')}_vjp{k}"
-    return vjp
 
 
 NOTHING = (False, False)         # VJP needs only the shapes of the inputs
@@ -203,18 +159,23 @@ def _power_scalar(node):
     return "({0} ** {1})"
 
 
+_PY_NUMBERS = (int, float)
+
+
 def _power_vjp_x(g, out, x, y):
     # y - 1 in Python for a Python exponent: an op on two Python scalars would give a
     # strongly typed int64 tensor and widen a float32 cotangent.
     if isinstance(y, Tensor):
         return multiply(g, multiply(y, power(x, subtract(y, 1))))
-    # (a NumPy exponent may hold many elements: no truth value; y - 1 is NumPy's)
-    if np.ndim(y) == 0 and y == 2:
+    # (a NumPy exponent may hold many elements: no truth value; y - 1 is NumPy's; a
+    # Python number, the common case, is told apart without np.ndim's cost)
+    scalar = y.__class__ in _PY_NUMBERS or np.ndim(y) == 0
+    if scalar and y == 2:
         slope = x
-    elif np.ndim(y) == 0 and y == 0:       # (x**0 is 1: its slope 0, also at x = 0)
+    elif scalar and y == 0:                # (x**0 is 1: its slope 0, also at x = 0)
         return multiply(g, 0)
     else:
-        slope = power(x, np.subtract(y, 1) if np.ndim(y) else y - 1)
+        slope = power(x, y - 1 if scalar else np.subtract(y, 1))
     return multiply(g, multiply(slope, y))
 
 
@@ -287,7 +248,8 @@ def _abs_jvp(t, out, x):
 
 
 abs = elementwise("abs", np.absolute, "np.abs({0})", [_abs_vjp], save=INPUTS, complex=True)
-abs.vjp, abs.jvp = (_abs_vjp,), (_abs_jvp,)
+# (|z| is not holomorphic: its rules take complex cotangents as they are)
+abs.vjp, abs.jvp, abs.holomorphic = (_abs_vjp,), (_abs_jvp,), False
 sign = elementwise("sign", np.sign, "np.sign({0})", differentiable=False)
 exp = elementwise("exp", np.exp, "np.exp({0})", [lambda g, out, x: multiply(g, out)], save=OUTPUT, costly=True,
                   warns=True, complex=True)
@@ -600,9 +562,8 @@ def _where_abstract(cond, x, y):
 _COND = Fixed(np.array([[True, False, True], [False, False, True]]))
 _WHERE_PARTIALS = [None, lambda g, out, c, x, y: _where.bind(c, g, 0),
                    lambda g, out, c, x, y: _where.bind(c, 0, g)]
-_where = Primitive("where", np.where, abstract=_where_abstract, jvp=_WHERE_PARTIALS, vjp=[
-    None if rule is None else _summed(rule, k) for k, rule in enumerate(_WHERE_PARTIALS)
-], save=((True, False, False), False), examples=[
+_where = Primitive("where", np.where, abstract=_where_abstract, jvp=_WHERE_PARTIALS,
+                   vjp=_WHERE_PARTIALS, broadcasts=True, save=((True, False, False), False), examples=[
     ex(_COND, (2, 3), (2, 3)), ex(_COND, (3,), (2, 1)), ex(_COND, (), 0.5),
     ex(Fixed(np.array([True, False])), (3, 2), (2,)),
 ], kind="elementwise", complex=True)

@@ -41,10 +41,18 @@ def _as_matrices(g, x, y):
     return g
 
 
+def _matrix_t(a):
+    """``a`` with its last two axes swapped (the transpose primitive, without the
+    checks of ``swapaxes``: a rule's operands are valid; the eager tape runs this
+    for each matrix product)."""
+    n = a.ndim
+    return _sh._transpose.bind(a, axes=(*range(n - 2), n - 1, n - 2))
+
+
 def _matmul_vjp_x(g, out, x, y):
     g = _as_matrices(g, x, y)
     y2 = y if y.ndim > 1 else _sh.reshape(y, (1, y.shape[0]))
-    gx = matmul(g, _sh.swapaxes(y2, -1, -2) if y.ndim > 1 else y2)
+    gx = matmul(g, _matrix_t(y2) if y.ndim > 1 else y2)
     if x.ndim == 1:
         return _sh.reshape(_ew.unbroadcast(gx, (1, x.shape[0])), x.shape)
     return _ew.unbroadcast(gx, x.shape)
@@ -53,14 +61,14 @@ def _matmul_vjp_x(g, out, x, y):
 def _matmul_vjp_y(g, out, x, y):
     g = _as_matrices(g, x, y)
     x2 = x if x.ndim > 1 else _sh.reshape(x, (x.shape[0], 1))
-    gy = matmul(_sh.swapaxes(x2, -1, -2) if x.ndim > 1 else x2, g)
+    gy = matmul(_matrix_t(x2) if x.ndim > 1 else x2, g)
     if y.ndim == 1:
         return _sh.reshape(_ew.unbroadcast(gy, (y.shape[0], 1)), y.shape)
     return _ew.unbroadcast(gy, y.shape)
 
 
 matmul = Primitive("matmul", np.matmul, abstract=_matmul_abstract,
-                   vjp=[_ew._conjugated(_matmul_vjp_x), _ew._conjugated(_matmul_vjp_y)],
+                   vjp=[_matmul_vjp_x, _matmul_vjp_y], holomorphic=True,
                    jvp=[lambda t, out, x, y: matmul(t, y), lambda t, out, x, y: matmul(x, t)],
                    save=(True, False),
                    examples=[ex((2, 3), (3, 4)), ex((3,), (3, 2)), ex((2, 3), (3,)), ex((3,), (3,)),
@@ -146,23 +154,15 @@ def _einsum_vjp(k, g, out, *operands, spec):
     return grad
 
 
-def _einsum_vjp_conj(k, g, out, *operands, spec):
-    # holomorphic in each operand: a complex cotangent goes back through the rule's
-    # conjugate (elementwise._conjugated, which wants the cotangent first)
-    def rule(g, out, *operands, spec):
-        return _einsum_vjp(k, g, out, *operands, spec=spec)
-    return _ew._conjugated(rule)(g, out, *operands, spec=spec)
-
-
 _einsum = Primitive("einsum", lambda *ops, spec: np.einsum(spec, *ops), abstract=_einsum_abstract,
-                    vjp=PerInput(_einsum_vjp_conj), jvp=PerInput(
+                    vjp=PerInput(_einsum_vjp), jvp=PerInput(
                         lambda k, t, out, *ops, spec: _einsum.bind(
                             *ops[:k], t, *ops[k + 1:], spec=spec)), save=None,
                     examples=[ex((2, 3), (3, 4), spec="ij,jk->ik"), ex((2, 3), (2, 3), spec="ij,ij->i"),
                               ex((2, 3, 4), (2, 4, 5), spec="bij,bjk->bik"),
                               ex((3,), (4,), spec="i,j->ij"), ex((2, 3), spec="ij->ji"),
                               ex((2, 3), (3,), spec="ij,k->i"), ex((2, 3), spec="ij->")], kind="contraction",
-                    complex=True)
+                    complex=True, holomorphic=True)
 
 
 @numpy_dispatch(np.einsum)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import ShapeError, UnsupportedError, at_user_line
+from ..tensor import Tensor
 from . import elementwise as _ew
 from . import shape as _shape
 from .core import (Aval, Primitive, composite, ex, normalize_axes, numpy_dispatch, pack, public,
@@ -158,7 +159,7 @@ def _prod_jvp(t, out, x, axis, keepdims):
 
 # (holomorphic: a complex cotangent goes back through the conjugate of the rule)
 _prod = Primitive("prod", _prod_impl, abstract=_reduce_abstract("prod"),
-                  vjp=[_ew._conjugated(_prod_vjp)], jvp=[_prod_jvp],
+                  vjp=[_prod_vjp], jvp=[_prod_jvp], holomorphic=True,
                   save=(True, True), examples=REDUCE_EXAMPLES, domain=(0.5, 1.5), kind="reduction",
                   complex=True)
 
@@ -170,6 +171,8 @@ def _ndim(x):
 def _counted(x):
     """Booleans as NumPy sums and multiplies them: int64 (kept as bool, a sum was a
     logical or: the sum of [True, True, False] was True, its mean 1/3)."""
+    if x.__class__ is Tensor:                     # (the eager tape's common case)
+        return _ew.cast(x, np.int64) if x._value.dtype.kind == "b" else x
     x = pack(x)
     dtype = getattr(x, "dtype", None)
     if dtype is None:
@@ -188,6 +191,8 @@ def _keywords(op, x, keepdims, dtype, out, where, identity):
     """``x`` ready for reduction ``op`` under NumPy's keywords: ``dtype`` (the input cast
     to it first, as NumPy accumulates in it), ``where`` (elements outside the mask
     replaced by ``identity``); ``out`` is refused (tensors are immutable)."""
+    if dtype is None and out is None and where is None and keepdims.__class__ is bool:
+        return pack(x) if x.__class__ in (list, tuple) else x   # (nothing to check or do)
     x = pack(x)
     if isinstance(keepdims, (type, np.dtype, str)):     # NumPy's dtype by position
         raise TypeError(at_user_line(

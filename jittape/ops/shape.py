@@ -96,7 +96,8 @@ def _transpose_abstract(x, axes):
     return Aval(tuple(shape[a] for a in axes), x.dtype)
 
 
-_transpose = Primitive("transpose", lambda x, axes: np.transpose(x, axes),
+_transpose = Primitive("transpose", lambda x, axes: x.transpose(axes) if x.__class__ is np.ndarray
+                       else np.transpose(x, axes),
                        abstract=_transpose_abstract,
                        vjp=[lambda g, out, x, axes: _transpose.bind(g, axes=tuple(np.argsort(axes)))],
                        jvp=[lambda t, out, x, axes: _transpose.bind(t, axes=axes)],
