@@ -203,7 +203,8 @@ class GradientTape:
         None (zeros with ``UnconnectedGradients.ZERO``) when the target does not depend
         on it, the source was not watched, or is not floating.
         """
-        unconnected = _unconnected(unconnected_gradients)
+        unconnected = unconnected_gradients if unconnected_gradients is UnconnectedGradients.NONE \
+            else _unconnected(unconnected_gradients)
         src_leaves, src_def = _sources(sources, "gradient")
         self._begin_use("gradient")
         try:
@@ -225,7 +226,12 @@ class GradientTape:
                 grads = self._backprop(targets, seeds, src_leaves)
         finally:
             self._end_use()
-        grads = [_finish(g, s, unconnected) for g, s in zip(grads, src_leaves)]
+        for k, s in enumerate(src_leaves):
+            g = grads[k]
+            # (a gradient of its source's dtype, the usual case, as it is: no call)
+            if g is None or g._value is None or s._value is None or \
+                    g._value.dtype is not s._value.dtype:
+                grads[k] = _finish(g, s, unconnected)
         if src_def is _ONE:
             return grads[0]
         if src_def is _FLAT_LISTS.get(len(grads)):
@@ -242,7 +248,11 @@ class GradientTape:
             if v.dtype.kind not in "fc":
                 continue
             if seed is None:
-                seed = Tensor._wrap(_one(v.dtype) if v.ndim == 0 else np.ones(v.shape, v.dtype))
+                if v.ndim == 0:
+                    one = _ONES.get(v.dtype)
+                    seed = Tensor._wrap(one if one is not None else _one(v.dtype))
+                else:
+                    seed = Tensor._wrap(np.ones(v.shape, v.dtype))
             else:
                 if not isinstance(seed, Tensor):
                     seed = Tensor(np.asarray(seed, dtype=v.dtype))
