@@ -142,14 +142,20 @@ class _KillOnce(distributed.WorkerPlugin):
             os._exit(1)
 
 
-def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path, monkeypatch):
-    monkeypatch.setattr(jt.dask, "RUNNERS", False)       # the steps as tasks
+def _six_step_fit(data):
+    """(the gradient, SciPy's arguments of a six-step L-BFGS-B fit on the persisted
+    chunks, that fit's result): what a lost worker must not change."""
     X, y = data
     Xd, yd = (a.persist() for a in _dask_data(X, y))
     vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
     fit = dict(x0=np.zeros(D), args=(Xd, yd), method="L-BFGS-B",
                options={"gtol": 1e-9, "maxiter": 6}, **vg.objective())
-    before = scipy.optimize.minimize(**fit)
+    return vg, fit, scipy.optimize.minimize(**fit)
+
+
+def test_a_worker_lost_in_a_step_changes_nothing(client, data, tmp_path, monkeypatch):
+    monkeypatch.setattr(jt.dask, "RUNNERS", False)       # the steps as tasks
+    vg, fit, before = _six_step_fit(data)
     marker = str(tmp_path / "killed")
     client.register_plugin(_KillOnce(marker), name="kill-once")
     try:
@@ -197,12 +203,8 @@ def _restore_partials():
 
 
 def test_a_worker_lost_in_a_runner_call_changes_nothing(client, data, tmp_path):
-    X, y = data
-    Xd, yd = (a.persist() for a in _dask_data(X, y))
-    vg = jt.dask.value_and_grad(mean_logloss, reduce="mean", regularizer=ridge)
-    fit = dict(x0=np.zeros(D), args=(Xd, yd), method="L-BFGS-B",
-               options={"gtol": 1e-9, "maxiter": 6}, **vg.objective())
-    before = scipy.optimize.minimize(**fit)
+    vg, fit, before = _six_step_fit(data)
+    Xd, yd = fit["args"]
     _until_the_runners_take_it(vg, fit["x0"], Xd, yd)
     calls = []
     on_runners = vg._on_runners

@@ -169,7 +169,10 @@ class OpRecord:
       with ints and slices as a loop's element).
 
     Slots for the transformations: ``vjp`` (one rule per input) or ``joint`` with
-    ``joint_vjp`` (all inputs' cotangents at once); ``jvp`` (forward mode) and ``batch``
+    ``joint_vjp`` (all inputs' cotangents at once), with ``holomorphic`` (the rules are
+    written for real cotangents; the VJP step conjugates around them for a complex one)
+    and ``broadcasts`` (the VJP step sums each rule's result back to its input's shape);
+    ``jvp`` (forward mode) and ``batch``
     (vectorizing map) rules; ``regions``, the names of parameters that hold a body
     sub-graph (control-flow ops); ``simplify(node, producer)``, an algebraic rewrite
     (``passes.simplify``); ``row_of(node)``, for a view that can be one row of its first
