@@ -48,6 +48,7 @@ _METHODS = {
 }
 
 _BUILT_IN = frozenset(make for make, _ in _METHODS.values())
+_PLAIN = frozenset([int, float, bool])
 _CHUNKS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref.WeakKeyDictionary()
 # seconds per iteration of a chunk function, by the sizes and dtypes of its arguments
 _SPEEDS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, float]]" = weakref.WeakKeyDictionary()
@@ -87,10 +88,13 @@ def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: 
         raise ValueError(at_user_line(f"minimize: tol must be a number >= 0, got {tol}"))
     if callback_every is not None and int(callback_every) < 1:
         raise ValueError(at_user_line(f"minimize: callback_every must be >= 1, got {callback_every}"))
-    leaves, treedef = tree.flatten(x0)
-    x = tree.unflatten(treedef, [np.array(a, dtype=np.result_type(a, np.float64)
-                                          if np.asarray(a).dtype.kind != "f" else None)
-                                 for a in leaves])
+    if x0.__class__ is np.ndarray and x0.dtype.kind == "f":
+        x = np.array(x0)                   # (the usual case: a copy, no tree walk)
+    else:
+        leaves, treedef = tree.flatten(x0)
+        x = tree.unflatten(treedef, [np.array(a, dtype=np.result_type(a, np.float64)
+                                              if np.asarray(a).dtype.kind != "f" else None)
+                                     for a in leaves])
     args = tuple(args)
     if value_and_grad is not None:
         step = _python_step(opt, value_and_grad, args)
@@ -137,7 +141,14 @@ def _native_step(fun, opt):
     iterations, stalled, evaluations)``, kept per (fun, optimizer configuration)."""
     # a built-in optimizer is its configuration (a new one per call shares the kernel);
     # another is itself (its settings may be its own, beyond what repr shows)
-    key = (type(opt), repr(opt)) if type(opt) in _BUILT_IN else ("instance", id(opt), opt)
+    if type(opt) in _BUILT_IN:
+        config = tuple(opt._config().items())
+        # numbers are their own key (no repr to format at each call); a schedule is
+        # its repr, so that a new one of the same settings shares the kernel
+        key = (type(opt), config) if all(v.__class__ in _PLAIN for _, v in config) \
+            else (type(opt), repr(opt))
+    else:
+        key = ("instance", id(opt), opt)
     try:
         table = _CHUNKS.setdefault(fun, {})
     except TypeError:
@@ -275,6 +286,8 @@ def _as_numpy(x):
 
 
 def _np_max_abs(g):
+    if g.__class__ is np.ndarray:          # (the usual case, at every chunk)
+        return float(np.abs(g).max())
     return max(float(np.max(np.abs(np.asarray(leaf)))) for leaf in tree.leaves(g))
 
 

@@ -232,6 +232,26 @@ def test_an_optimizer_instance_is_its_own_kernel():
     assert one.x == pytest.approx(1.0) and ten.x == pytest.approx(10.0)
 
 
+def test_built_in_optimizers_share_a_kernel_by_their_settings():
+    # the settings are the key: equal numbers share one kernel, another number has its
+    # own (a learning rate baked into a shared kernel would be a wrong step, silently),
+    # and a schedule is keyed by what it says, not by the object
+    from jittape import optimize
+
+    def f(x):
+        return jnp.sum(-10.0 * x)
+    table = optimize._CHUNKS.setdefault(f, {})
+    a = jt.minimize(f, np.zeros(1), method="sgd", learning_rate=0.5, steps=1)
+    b = jt.minimize(f, np.zeros(1), method="sgd", learning_rate=0.5, steps=1)
+    assert len(table) == 1 and a.x == b.x == pytest.approx(5.0)
+    c = jt.minimize(f, np.zeros(1), method="sgd", learning_rate=0.25, steps=1)
+    assert len(table) == 2 and c.x == pytest.approx(2.5)
+    for _ in range(2):
+        jt.minimize(f, np.zeros(1), method="sgd", steps=1,
+                    learning_rate=jt.optim.schedules.exponential_decay(0.5, 0.5, 10))
+    assert len(table) == 3
+
+
 def test_lbfgs_takes_no_step_into_an_infinite_gradient():
     def g(x):                                        # gradient [inf, -3.5] at [0, 1]
         return jnp.sum(jnp.sqrt(x) + (x - 3.0) ** 2)
