@@ -36,6 +36,7 @@ from .tensor import Tensor
 
 CHUNK_SECONDS = 0.2      # the aim for one native chunk after the first
 FIRST_CHUNK = 256        # iterations of a first chunk of unknown speed (it measures it)
+TIERED_SECONDS = 0.02    # the aim for a chunk run on NumPy while the kernel compiles
 
 _METHODS = {
     "lbfgs": (optim.LBFGS, 1.0),
@@ -322,6 +323,7 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     try:
         while True:
             budget = min(size, steps - nit)
+            before = _compiling(chunk)
             start = time.perf_counter()
             with _interrupts_as_such():
                 x, state, v, g, k, stalled, used = chunk(x, state, np.int64(budget),
@@ -329,7 +331,11 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
             seconds = time.perf_counter() - start
             k, v = int(k), float(v)
             per = seconds / max(k, 1)
-            speeds[sizes] = per
+            # (a chunk run on NumPy, its kernel compiling when it began or when it ended,
+            # says nothing of the kernel's speed)
+            compiling = _compiling(chunk)
+            if not compiling and not before:
+                speeds[sizes] = per
             nit += k
             nfev += int(used)
             x = _as_numpy(x)
@@ -356,6 +362,8 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
                 break
             if not callback_every:     # chunks of about CHUNK_SECONDS from here
                 size = max(1, int(CHUNK_SECONDS / per) if per > 0 else steps)
+                if compiling:
+                    size = _while_compiling(per, size)
     except KeyboardInterrupt:
         interrupted = True
         status, message = 5, "interrupted (Ctrl-C): the lowest point a chunk ended at"
@@ -371,6 +379,23 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     if callback is not None and not interrupted:
         callback(result)
     return result
+
+
+def _compiling(chunk):
+    """The kernels of ``chunk`` compiling in the background (its chunks meanwhile run
+    on NumPy: ``config.tiered``); none for a Python-driven chunk."""
+    pending = getattr(chunk, "_background_compiles", None)
+    return pending() if pending is not None else []
+
+
+def _while_compiling(per, size):
+    """The next chunk's size while the kernel compiles, from ``per``, the seconds of an
+    iteration on NumPy: short chunks (TIERED_SECONDS), so that the kernel takes over
+    soon after it is ready, not at the end of a chunk sized for NumPy's pace. (Waiting
+    for the compile instead does not pay, even on one core, where the two share it: a
+    loop's kernel takes a second or more to compile, longer than most solves run on
+    NumPy.)"""
+    return max(1, min(size, int(TIERED_SECONDS / per) if per > 0 else size))
 
 
 def _speeds(chunk):

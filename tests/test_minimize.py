@@ -2,6 +2,7 @@
 optimum SciPy finds with hand-written gradients, and the Python-driven mode."""
 
 import importlib
+import time
 
 import numpy as np
 import pytest
@@ -250,6 +251,49 @@ def test_built_in_optimizers_share_a_kernel_by_their_settings():
         jt.minimize(f, np.zeros(1), method="sgd", steps=1,
                     learning_rate=jt.optim.schedules.exponential_decay(0.5, 0.5, 10))
     assert len(table) == 3
+
+
+def test_chunks_on_numpy_while_the_kernel_compiles_are_short(monkeypatch):
+    # while the kernel compiles (tiered calls run the graph on NumPy), a chunk sized for
+    # NumPy's pace would keep the loop on NumPy long after the kernel is ready; and that
+    # pace must not size the chunks of later calls, which run the kernel
+    from jittape import optimize
+    budgets, compiling = [], [3]
+    real = optimize._python_step
+
+    class Tiered:
+        """A chunk whose first three calls run on 'NumPy' (1 ms an iteration) while
+        'its kernel compiles'; then 'the kernel' (0.1 ms an iteration)."""
+
+        def __init__(self, chunk):
+            self.chunk = chunk
+
+        def __call__(self, x, state, budget, tol, *args):
+            budgets.append(int(budget))
+            on_numpy = compiling[0] > 0
+            compiling[0] -= 1
+            time.sleep((1e-3 if on_numpy else 1e-4) * int(budget))
+            return self.chunk(x, state, budget, tol, *args)
+
+        def _background_compiles(self):
+            return ["a kernel"] if compiling[0] > 0 else []
+
+    made = []
+    monkeypatch.setattr(optimize, "_python_step",
+                        lambda *a: made.append(Tiered(real(*a))) or made[-1])
+    monkeypatch.setattr(optimize, "FIRST_CHUNK", 20)
+    vg = jt.value_and_grad(lambda x: jnp.sum(x * x))
+    vg(np.ones(3))                       # (compiled before: the chunks time only themselves)
+    jt.minimize(lambda x: jnp.sum(x * x), np.ones(3), method="sgd", learning_rate=1e-4,
+                steps=700, tol=0, value_and_grad=lambda x: vg(x))
+    # the first chunk, two of 0.02 s on NumPy, then one of 0.2 s at NumPy's pace (the
+    # compile ended in the third), then the rest at the kernel's
+    # (bounds loose enough for a loaded machine: sleeps only ever run long)
+    assert budgets[0] == 20 and sum(budgets) == 700, budgets
+    assert all(1 <= b <= 20 for b in budgets[1:3]), budgets
+    assert 20 < budgets[3] <= 200, budgets
+    (pace,) = optimize._speeds(made[0]).values()
+    assert pace < 1e-3, pace                   # the kernel's pace, not NumPy's
 
 
 def test_lbfgs_takes_no_step_into_an_infinite_gradient():

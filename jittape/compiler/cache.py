@@ -423,6 +423,14 @@ class Variants:
         if "__call__" in type(self).__dict__:
             del type(self).__call__
 
+    def _background_compiles(self):
+        """The variants' kernels compiling in the background now (tiered calls run their
+        graphs meanwhile): what ``jt.minimize`` sizes its chunks by, and may wait for."""
+        with self._lock:
+            entries = [e for variants in self._cache.values() for e in variants]
+        return [e.built for e in entries
+                if e.started and not e.called and build.compiling(e.built)]
+
     def cache_info(self):
         """How often the function traced, compiled, loaded its kernels from the disk
         cache, took a compiled variant (``hits``), and took a variant run on NumPy (or as
