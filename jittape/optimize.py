@@ -177,19 +177,22 @@ def _chunk(fun, opt):
             return _lbfgs_loop(opt, x, state, budget, tol, value_and_grad)
         v0, g0 = value_and_grad(x)
 
+        # the largest gradient component is a carry, computed in the body where the
+        # gradient is (its loop fuses with the gradient's last one), not by a pass of
+        # its own over the gradient in the condition
         def cond(c):
-            _, _, v, g, k, _ = c
-            return (k < budget) & (_max_abs(g) > tol) & jnp.isfinite(v)
+            _, _, v, _, gmax, k, _ = c
+            return (k < budget) & (gmax > tol) & jnp.isfinite(v)
 
         def body(c):
-            x, s, v, g, k, nfev = c
+            x, s, v, g, _, k, nfev = c
             x2, s2 = opt.update(x, g, s)
             v2, g2 = value_and_grad(x2)
-            return (x2, s2, _cast(v2, v.dtype), g2, k + 1, nfev + 1)
+            return (x2, s2, _cast(v2, v.dtype), g2, _max_abs(g2), k + 1, nfev + 1)
 
-        init = (x, state, _cast(v0, _dtype(x)), g0, jnp.zeros((), np.int64),
+        init = (x, state, _cast(v0, _dtype(x)), g0, _max_abs(g0), jnp.zeros((), np.int64),
                 jnp.zeros((), np.int64) + 1)
-        x, state, v, g, k, nfev = while_loop(cond, body, init)
+        x, state, v, g, _, k, nfev = while_loop(cond, body, init)
         return x, state, v, g, k, jnp.zeros((), np.int64), nfev
     chunk.__name__ = f"minimize_{getattr(fun, '__name__', 'function')}"
     # what ``fun`` reads from its globals and closure is read at each call (or traces
