@@ -36,7 +36,6 @@ from .tensor import Tensor
 
 CHUNK_SECONDS = 0.2      # the aim for one native chunk after the first
 FIRST_CHUNK = 256        # iterations of a first chunk of unknown speed (it measures it)
-TIERED_SECONDS = 0.02    # the aim for a chunk run on NumPy while the kernel compiles
 
 _METHODS = {
     "lbfgs": (optim.LBFGS, 1.0),
@@ -365,8 +364,6 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
                 break
             if not callback_every:     # chunks of about CHUNK_SECONDS from here
                 size = max(1, int(CHUNK_SECONDS / per) if per > 0 else steps)
-                if compiling:
-                    size = _while_compiling(per, size)
     except KeyboardInterrupt:
         interrupted = True
         status, message = 5, "interrupted (Ctrl-C): the lowest point a chunk ended at"
@@ -386,19 +383,11 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
 
 def _compiling(chunk):
     """The kernels of ``chunk`` compiling in the background (its chunks meanwhile run
-    on NumPy: ``config.tiered``); none for a Python-driven chunk."""
+    on NumPy: ``config.tiered``); none for a Python-driven chunk. (Shorter chunks while
+    it compiles, for the kernel to take over sooner, were tried: on one core they cost
+    a cold solve on NumPy 10-20%, and a loop's kernel compiles for a second or more.)"""
     pending = getattr(chunk, "_background_compiles", None)
     return pending() if pending is not None else []
-
-
-def _while_compiling(per, size):
-    """The next chunk's size while the kernel compiles, from ``per``, the seconds of an
-    iteration on NumPy: short chunks (TIERED_SECONDS), so that the kernel takes over
-    soon after it is ready, not at the end of a chunk sized for NumPy's pace. (Waiting
-    for the compile instead does not pay, even on one core, where the two share it: a
-    loop's kernel takes a second or more to compile, longer than most solves run on
-    NumPy.)"""
-    return max(1, min(size, int(TIERED_SECONDS / per) if per > 0 else size))
 
 
 def _speeds(chunk):
