@@ -27,6 +27,8 @@ from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
 from .vjp import input_cotangents
 
+_add = ops.add.bind              # (the sum of cotangents: a bound bind, see ops/methods.py)
+
 logger = logging.getLogger("jittape")
 
 class UnconnectedGradients(enum.Enum):
@@ -261,7 +263,7 @@ class GradientTape:
                         f"GradientTape.gradient: output_gradients of shape {seed.shape} for a "
                         f"target of shape {t.shape}"))
             prev = grads.get(t._id)
-            grads[t._id] = seed if prev is None else ops.add(prev, seed)
+            grads[t._id] = seed if prev is None else _add(prev, seed)
 
         watched = self._watched          # a source the tape did not watch gets no gradient
         source_ids = {s._id for s in sources if s._id in watched and s._value.dtype.kind in "fc"}
@@ -306,7 +308,7 @@ class GradientTape:
                 found = _real_cotangents(found, saved, inputs)
             for i, ct in found:
                 prev = grads.get(i)
-                grads[i] = ct if prev is None else ops.add(prev, ct)
+                grads[i] = ct if prev is None else _add(prev, ct)
         return [grads.get(s._id) if s._id in source_ids else None for s in sources]
 
     def _traced_backprop(self, targets, seeds, sources):

@@ -140,9 +140,10 @@ subtract = elementwise("subtract", np.subtract, "({0} - {1})", [
 ], save=NOTHING, fast=operator.sub, complex=True)
 
 multiply = elementwise("multiply", np.multiply, "({0} * {1})", [
-    lambda g, out, x, y: multiply(g, y),
-    lambda g, out, x, y: multiply(g, x),
+    lambda g, out, x, y: _mul(g, y),
+    lambda g, out, x, y: _mul(g, x),
 ], save=INPUTS, fast=operator.mul, complex=True)
+_mul = multiply.bind       # (a bound bind for the rules that run on every tape: methods.py)
 
 divide = elementwise("divide", np.true_divide, "({0} / {1})", [
     lambda g, out, x, y: divide(g, y),
@@ -176,7 +177,7 @@ def _power_vjp_x(g, out, x, y):
         return multiply(g, 0)
     else:
         slope = power(x, y - 1 if scalar else np.subtract(y, 1))
-    return multiply(g, multiply(slope, y))
+    return _mul(g, _mul(slope, y))
 
 
 def _power_vjp_y(g, out, x, y):

@@ -20,32 +20,39 @@ from .shape import ravel, reshape, squeeze, swapaxes, transpose
 from .sorting import argsort
 
 
+# The arithmetic operators call their primitives' bound ``bind``: calling a Primitive
+# goes through its class's ``__call__`` (about 50 ns more a call, on an op that costs
+# about 400 ns on a small tensor).
+_add, _sub, _mul, _div, _pow, _neg, _matmul = (
+    add.bind, subtract.bind, multiply.bind, divide.bind, power.bind, negative.bind, matmul.bind)
+
+
 class TensorMethods:
     """Set on ``Tensor`` (and so on ``Variable``) by ``install``."""
 
     def __add__(self, other):
-        return add(self, other)
+        return _add(self, other)
 
     def __radd__(self, other):
-        return add(other, self)
+        return _add(other, self)
 
     def __sub__(self, other):
-        return subtract(self, other)
+        return _sub(self, other)
 
     def __rsub__(self, other):
-        return subtract(other, self)
+        return _sub(other, self)
 
     def __mul__(self, other):
-        return multiply(self, other)
+        return _mul(self, other)
 
     def __rmul__(self, other):
-        return multiply(other, self)
+        return _mul(other, self)
 
     def __truediv__(self, other):
-        return divide(self, other)
+        return _div(self, other)
 
     def __rtruediv__(self, other):
-        return divide(other, self)
+        return _div(other, self)
 
     def __floordiv__(self, other):
         return floor_divide(self, other)
@@ -60,19 +67,19 @@ class TensorMethods:
         return mod(other, self)
 
     def __pow__(self, other):
-        return power(self, other)
+        return _pow(self, other)
 
     def __rpow__(self, other):
-        return power(other, self)
+        return _pow(other, self)
 
     def __matmul__(self, other):
-        return matmul(self, other)
+        return _matmul(self, other)
 
     def __rmatmul__(self, other):
-        return matmul(other, self)
+        return _matmul(other, self)
 
     def __neg__(self):
-        return negative(self)
+        return _neg(self)
 
     def __pos__(self):
         return self
