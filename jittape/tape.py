@@ -22,12 +22,13 @@ from . import autodiff, control, ops, tree
 from .errors import (NumericsError, at_user_line, numpy_errors_enter, numpy_errors_exit,
                      numpy_warnings_at_user,
                      user_frame, warn_at_user)
+from .ops import elementwise as _elementwise
 from .ops.core import Aval
 from .recording import ACTIVE_TAPES, current_trace, thread_tapes
 from .tensor import Tensor, Variable
 from .vjp import input_cotangents
 
-_add = ops.add.bind              # (the sum of cotangents: a bound bind, see ops/methods.py)
+_add = _elementwise.add.bind     # (the sum of cotangents: a bound bind, see ops/methods.py)
 
 logger = logging.getLogger("jittape")
 
