@@ -304,3 +304,49 @@ def test_placements_agree_with_numpy():
         np.add.at(want, i, (np.cos(x[i]) * x[i] + np.sin(x[i])) * (k + 1))
     value, grad = jt.value_and_grad(loss)(x)
     np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
+
+
+def _spread_loop(reader):
+    """A while loop whose body reads ``b``, a scalar input spread to x's shape before
+    the loop (invariant: it is captured), through ``reader(x, b)``."""
+    @jt.function
+    def f(x, c):
+        b = jt.numpy.broadcast_to(c * 2.0, x.shape)
+
+        def body(carry):
+            k, y = carry
+            return k + 1, reader(y, b)
+        return jt.while_loop(lambda cr: cr[0] < 3, body, (jt.numpy.zeros((), np.int64), x))[1]
+    return f
+
+
+def _region_inputs(f, *args):
+    graph = f.lower(*args).graph
+    head = [line for line in graph.splitlines() if "while_loop(" in line]
+    assert len(head) == 1, graph
+    return head[0], graph
+
+
+def test_a_loop_body_recomputes_a_spread_scalar_rather_than_reading_an_array():
+    f = _spread_loop(lambda y, b: y * b + 1.0)
+    x, c = np.arange(5.0), np.float64(0.25)
+    head, graph = _region_inputs(f, x, c)
+    # the loop captures the scalar; the broadcast is made (fused, no array) in its body
+    captured = head.split("while_loop(")[1].split(", carries")[0].split(", ")[2:]
+    assert len(captured) == 1 and "float64[]" in graph.split(captured[0] + ":")[1].split("\n")[0]
+    assert graph.index("broadcast_to") > graph.index("while_loop")
+    want = x.copy()
+    for _ in range(3):
+        want = want * 0.5 + 1.0
+    np.testing.assert_array_equal(f(x, c), want)
+
+
+def test_a_spread_scalar_that_a_matrix_product_reads_stays_one_array_before_the_loop():
+    f = _spread_loop(lambda y, b: jt.matmul(b, y) * 0.1)
+    x, c = np.ones((3, 3)), np.float64(0.5)
+    head, graph = _region_inputs(f, x, c)
+    assert graph.index("broadcast_to") < graph.index("while_loop")   # made once, not per step
+    want = x.copy()
+    for _ in range(3):
+        want = np.full((3, 3), 1.0) @ want * 0.1
+    np.testing.assert_allclose(f(x, c), want, rtol=1e-14)

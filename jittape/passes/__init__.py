@@ -8,6 +8,7 @@ from .sizes import canonical_sizes, implied_bounds_dropped  # noqa: F401
 from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
 from .packing import pack_arguments  # noqa: F401
+from .remat import fresh_ids, spread_into_bodies
 from ..ir import Graph, Var
 
 
@@ -17,7 +18,7 @@ def optimize(graph):
     of it merges with the nodes around it), once the outputs of the region that
     nothing reads are dropped from it."""
     graph = dce(canonical_sizes(implied_bounds_dropped(graph)))
-    _optimize_regions(graph)
+    _optimize_regions(graph, fresh_ids(graph))
     return dce(cse(simplify(graph)))
 
 
@@ -31,13 +32,16 @@ def projections(graph):
     return used
 
 
-def _optimize_regions(graph):
+def _optimize_regions(graph, ids):
     """Optimize the bodies of ``graph``'s regions in place (inner regions first); a
-    region's inputs become the outer values its bodies still read."""
+    region's inputs become the outer values its bodies still read. (``ids``: fresh var
+    ids, for the broadcast constants a body recomputes: ``remat``.)"""
     used = projections(graph)
+    producer = {n.out.id: n for n in graph.nodes}
     for node in graph.nodes:
         if not node.prim.regions:
             continue
+        spread_into_bodies(node, node.prim.bound(node)[1], producer, ids)
         read, made = set(), set()
         for name in node.prim.regions:
             own = node.prim.bound(node, name)[0]
@@ -48,7 +52,7 @@ def _optimize_regions(graph):
                              [None if j in drop else v for j, v in enumerate(body.outputs)],
                              body.name, body.checks, body.exact_sizes)
             body = dce(cse(simplify(dce(body))))
-            _optimize_regions(body)
+            _optimize_regions(body, ids)
             node.params[name] = body
             made |= {v.id for v in body.inputs[:own]} | {n.out.id for n in body.all_nodes()}
             read |= {v.id for n in body.all_nodes() for v in n.var_inputs()}
