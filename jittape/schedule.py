@@ -155,9 +155,18 @@ def _lives(cut, live_out):
 _PERIODS = 4
 
 
-def weight(node):
-    """A node's size for ``chunks``: one, and the nodes of its regions' bodies."""
-    return 1 + sum(sum(1 for _ in node.params[name].all_nodes()) for name in node.prim.regions)
+def weight(node, limit=None):
+    """A node's size for ``chunks``: one, and what its regions' bodies put in the
+    function that runs it. A body that weighs more than ``limit`` is itself in pieces,
+    each compiled on its own (``codegen.cpu.Context.block``), which that function only
+    calls: about one node a piece. (Counted whole, a loop whose body is in pieces made
+    the function around it Python calling parts, about 20 us a call for L-BFGS's
+    chunk in ``jt.minimize`` before its first iteration.)"""
+    total = 1
+    for name in node.prim.regions:
+        inner = sum(weight(n, limit) for n in node.params[name].nodes)
+        total += inner if limit is None or inner <= limit else -(-inner // limit)
+    return total
 
 
 def chunks(nodes, limit):
@@ -169,7 +178,7 @@ def chunks(nodes, limit):
     the repeated run is a quarter of a part's worth of nodes or more (a part's own
     module costs about as much to compile as 40 nodes); the rest is cut by size."""
     nodes = list(nodes)
-    weights = [weight(n) for n in nodes]
+    weights = [weight(n, limit) for n in nodes]
     if sum(weights) <= limit:
         return [nodes]
     tokens = repeats.tokens(nodes)
