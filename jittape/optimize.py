@@ -49,6 +49,8 @@ _METHODS = {
 
 _BUILT_IN = frozenset(make for make, _ in _METHODS.values())
 _PLAIN = frozenset([int, float, bool])
+_PLAIN_OR_NONE = _PLAIN | {type(None)}
+_NAMED: Dict[Any, Any] = {}     # (method, learning_rate, options) -> its optimizer
 _CHUNKS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, Any]]" = weakref.WeakKeyDictionary()
 # seconds per iteration of a chunk function, by the sizes and dtypes of its arguments
 _SPEEDS: "weakref.WeakKeyDictionary[Callable[..., Any], Dict[Any, float]]" = weakref.WeakKeyDictionary()
@@ -104,6 +106,23 @@ def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: 
 
 
 def _optimizer(method, learning_rate, options):
+    """The optimizer ``method`` names (or is). One named with plain numbers is kept by
+    its settings: a loop of small solves makes it once (with its checks), not per call.
+    (``minimize`` uses its pure interface only, which keeps nothing in it.)"""
+    if method.__class__ is str and learning_rate.__class__ in _PLAIN_OR_NONE and all(
+            v.__class__ in _PLAIN for v in options.values()):
+        key = (method, learning_rate, tuple(sorted(options.items())))
+        opt = _NAMED.get(key)
+        if opt is None:
+            if len(_NAMED) >= 256:         # (a sweep over settings: keep the table small)
+                _NAMED.clear()
+            opt = _NAMED[key] = _new_optimizer(method, learning_rate, options)
+            opt._chunk_key = _chunk_key(opt)   # (settings no one else can change)
+        return opt
+    return _new_optimizer(method, learning_rate, options)
+
+
+def _new_optimizer(method, learning_rate, options):
     if isinstance(method, optim.Optimizer):
         if learning_rate is not None or options:
             raise TypeError(at_user_line(
@@ -139,16 +158,7 @@ def _max_abs(g):
 def _native_step(fun, opt):
     """A compiled chunk: ``chunk(x, state, budget, tol, *args) -> (x, state, value, grad,
     iterations, stalled, evaluations)``, kept per (fun, optimizer configuration)."""
-    # a built-in optimizer is its configuration (a new one per call shares the kernel);
-    # another is itself (its settings may be its own, beyond what repr shows)
-    if type(opt) in _BUILT_IN:
-        config = tuple(opt._config().items())
-        # numbers are their own key (no repr to format at each call); a schedule is
-        # its repr, so that a new one of the same settings shares the kernel
-        key = (type(opt), config) if all(v.__class__ in _PLAIN for _, v in config) \
-            else (type(opt), repr(opt))
-    else:
-        key = ("instance", id(opt), opt)
+    key = opt.__dict__.get("_chunk_key") or _chunk_key(opt)
     try:
         table = _CHUNKS.setdefault(fun, {})
     except TypeError:
@@ -157,6 +167,19 @@ def _native_step(fun, opt):
     if compiled is None:
         compiled = table[key] = function(_chunk(fun, opt))
     return compiled
+
+
+def _chunk_key(opt):
+    """What a chunk's kernel depends on of ``opt``. A built-in optimizer is its
+    configuration (a new one per call shares the kernel); another is itself (its
+    settings may be its own, beyond what repr shows)."""
+    if type(opt) in _BUILT_IN:
+        config = tuple(opt._config().items())
+        # numbers are their own key (no repr to format at each call); a schedule is
+        # its repr, so that a new one of the same settings shares the kernel
+        return (type(opt), config) if all(v.__class__ in _PLAIN for _, v in config) \
+            else (type(opt), repr(opt))
+    return ("instance", id(opt), opt)
 
 
 def _chunk(fun, opt):
@@ -285,6 +308,8 @@ def _python_step(opt, value_and_grad, args):
 
 
 def _as_numpy(x):
+    if x.__class__ is np.ndarray:          # (the usual case, at every chunk)
+        return x
     return tree.map(lambda a: a.numpy() if isinstance(a, Tensor) else np.asarray(a), x)
 
 
@@ -341,7 +366,7 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
             nit += k
             nfev += int(used)
             x = _as_numpy(x)
-            last = (v, x, tree.map(np.asarray, g))
+            last = (v, x, g if g.__class__ is np.ndarray else tree.map(np.asarray, g))
             if best is None or not v >= best[0]:     # (NaN is never best)
                 best = last
             if bar is not None:

@@ -251,6 +251,16 @@ def test_built_in_optimizers_share_a_kernel_by_their_settings():
         jt.minimize(f, np.zeros(1), method="sgd", steps=1,
                     learning_rate=jt.optim.schedules.exponential_decay(0.5, 0.5, 10))
     assert len(table) == 3
+    # a method named with numbers makes its optimizer (and checks it) once; another
+    # setting, another optimizer; options are part of the settings
+    made = optimize._optimizer("adam", 0.01, {})
+    assert optimize._optimizer("adam", 0.01, {}) is made
+    assert optimize._optimizer("adam", 0.02, {}) is not made
+    assert optimize._optimizer("adam", 0.01, {"b1": 0.5}).b1 == 0.5
+    with pytest.raises(ValueError, match="b1 must be in"):
+        optimize._optimizer("adam", 0.01, {"b1": 1.5})
+    with pytest.raises(ValueError, match="b1 must be in"):   # (not kept: checked again)
+        optimize._optimizer("adam", 0.01, {"b1": 1.5})
 
 
 def test_the_pace_of_chunks_on_numpy_does_not_size_later_calls(monkeypatch):

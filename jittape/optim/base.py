@@ -75,7 +75,11 @@ def full(like_value, shape, value, dtype):
     is traced (an ``init`` called inside a compiled function)."""
     if is_traced(like_value):
         return jnp.full(shape, value, dtype)
-    out = np.full(shape, value, dtype)
+    if value == 0:                         # (np.full is Python over np.empty: a few
+        out = np.zeros(shape, dtype)       # times np.zeros' cost, at each jt.minimize)
+    else:
+        out = np.empty(shape, dtype)
+        out.fill(value)
     return out[()] if out.ndim == 0 else out
 
 
@@ -205,6 +209,10 @@ class Optimizer:
     def init(self, params: Any) -> State:
         """The state of a first update of ``params`` (any pytree of float arrays):
         step 0 and each slot's initial arrays, of the params' shapes and dtypes."""
+        if params.__class__ is np.ndarray:      # (one array: no tree walk)
+            check_floating(f"{type(self).__name__}.init", [params])
+            slots = {name: self._initial(name, params) for name in self.slot_names}
+            return State(step=np.int64(0), slots=slots)
         leaves, treedef = tree.flatten(params)
         check_floating(f"{type(self).__name__}.init", leaves)
         slots = {name: tree.unflatten(treedef, [self._initial(name, p) for p in leaves])

@@ -227,14 +227,17 @@ class LBFGS(Optimizer):
                 "max_linesearch": self.max_linesearch, "c1": self.c1, "c2": self.c2}
 
     def init(self, params: Any) -> State:
-        leaves, _ = tree.flatten(params)
+        leaves = [params] if params.__class__ is np.ndarray else tree.flatten(params)[0]
         check_floating("LBFGS.init", leaves)
         if not leaves:
             raise ValueError(at_user_line("LBFGS.init: params hold no arrays"))
-        dtype = np.result_type(*[dtype_of(leaf) for leaf in leaves])
-        n = 0
-        for leaf in leaves:
-            n = n + _size(leaf)
+        if len(leaves) == 1 and leaves[0].__class__ is np.ndarray:    # (no tree walk)
+            dtype, n = leaves[0].dtype, leaves[0].size
+        else:
+            dtype = np.result_type(*[dtype_of(leaf) for leaf in leaves])
+            n = 0
+            for leaf in leaves:
+                n = n + _size(leaf)
         like = next((leaf for leaf in leaves if is_traced(leaf)), leaves[0])
         m = self.memory
         slots = {
