@@ -195,6 +195,22 @@ def test_callable_from_python_with_the_same_results():
         np.testing.assert_array_equal(looped, plain)
 
 
+def test_called_from_python_a_float32_function_gives_a_float32():
+    # a regression found by the fuzzer: Numba returns a float32 as a Python float, so the
+    # generated Python went on in float64 where the kernel goes on in float32, and
+    # rint's float32 rounding trick (add and subtract 2**23) did not round:
+    # rint(log10(1.47)) was 0.166 in f.lower(...).python, 0 in the kernel and eagerly
+    import jittape as jt
+    for name in mathlib.FUNCTIONS:
+        assert type(getattr(mathlib, f"{name}_f32")(np.float32(0.5))) is np.float32, name
+    x = np.array(1.465794324874878, np.float32)
+    lowered = jt.function(lambda x: np.rint(np.log10(x)) + np.rint(np.exp2(x))).lower(x)
+    want = np.rint(np.log10(x)) + np.rint(np.exp2(x))
+    for run in (lowered.python, lowered.numpy):
+        (got,) = run(x)
+        assert np.asarray(got).dtype == np.float32 and got == want
+
+
 def test_generated_loops_call_it():
     import jittape as jt
     f = jt.value_and_grad(lambda x: jt.sum(jt.softplus(x) * jt.tanh(x) + jt.exp(-x * x)))

@@ -617,7 +617,9 @@ def _public(name, ftype, core):
     float_type = numba.from_dtype(np.dtype(ftype))
 
     def python(x):
-        return core(ftype(x))
+        # (Numba returns a float32 as a Python float: the value in float64 arithmetic
+        # from there, where code after it relies on float32's, as rint's 2**23 trick)
+        return ftype(core(ftype(x)))
 
     python.__name__ = python.__qualname__ = name
     python.__doc__ = f"{name.split('_')[0]} for {np.dtype(ftype).name}, vectorizable (see jittape.codegen.mathlib)."
