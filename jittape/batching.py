@@ -201,6 +201,19 @@ def _index_add_rule(args, batched, out, index, shape):
                                       shape=(_shape(args[0])[0],) + tuple(shape))
 
 
+def _set_row_rule(args, batched, out):
+    """set_row of a batch at one row for all: the row axis moved first, one set_row of
+    the batch's rows, moved back. A row per example is a loop (None)."""
+    (x, v, i), (bx, bv, bi) = args, batched
+    if bi:
+        return None
+    size = _size(args, batched)
+    x = x if bx else _full(x, size)
+    v = v if bv else _full(v, size)
+    order = (1, 0) + tuple(range(2, len(_shape(x))))      # (its own inverse)
+    return ops.transpose(REGISTRY["set_row"].bind(ops.transpose(x, order), v, i), order)
+
+
 def _passing_rule(prim):
     """An op whose result is its operand's shape, each element on its own (a check)."""
     return lambda args, batched, out, **params: prim.bind(*args, **params)
@@ -262,7 +275,7 @@ def declare_rules():
     """Give each primitive of the registry its batching rule (``Primitive.batch``)."""
     special = {"matmul": _matmul_rule, "einsum": _einsum_rule, "reshape": _reshape_rule,
                "transpose": _transpose_rule, "getitem": _getitem_rule,
-               "index_add": _index_add_rule,
+               "index_add": _index_add_rule, "set_row": _set_row_rule,
                "concatenate": _join_rule(REGISTRY["concatenate"], 0),
                "stack": _join_rule(REGISTRY["stack"], 1),
                "check_labels": _passing_rule(REGISTRY["check_labels"]),

@@ -742,6 +742,27 @@ def gen_contract(draw, b, ops, name=None):
         b.add("{1} @ {0}", lambda a, c: c @ a, (x, y), "matmul")
 
 
+def gen_update(draw, b, ops, name=None):
+    """``x.at[i].set(v)`` and ``.add(v)`` at one row along the first axis (``set_row``):
+    ``i`` a Python int or an integer argument read at run time, ``v`` a value of the
+    program of the row's shape or a new input."""
+    rows = [i for i in b.floats() if b.values[i].value.ndim and b.values[i].value.shape[0]]
+    x = _pick(draw, b, rows) if rows else b.input((draw(st.integers(1, 4)), 2))
+    v = b.values[x].value
+    n = v.shape[0]
+    same = [i for i in b.floats() if b.values[i].value.shape == v.shape[1:]]
+    y = _pick(draw, b, same) if same and draw(st.booleans()) else b.input(v.shape[1:])
+    how = draw(st.sampled_from(["set", "add"]))
+    if draw(st.booleans()):
+        k = draw(st.integers(-n, n - 1))
+        b.add(f"{{0}}.at[{k}].{how}({{1}})", lambda p, q: getattr(p.at[k], how)(q), (x, y),
+              "set_row")
+    else:
+        i = b.input((), "int", n)
+        b.add(f"{{0}}.at[{{2}}].{how}({{1}})", lambda p, q, j: getattr(p.at[j], how)(q),
+              (x, y, i), "set_row")
+
+
 def gen_join(draw, b, ops, name=None):
     x = _pick(draw, b, b.floats())
     v = b.values[x].value
@@ -1098,7 +1119,7 @@ STRUCTURED.update({
     "getitem": gen_view, "reshape": gen_view, "transpose": gen_view, "take": gen_view,
     "expand_dims": gen_view, "squeeze": gen_view, "broadcast_to": gen_view,
     "matmul": gen_contract, "dot": gen_contract, "einsum": gen_contract, "outer": gen_contract,
-    "concatenate": gen_join, "stack": gen_join, "where": gen_where,
+    "concatenate": gen_join, "stack": gen_join, "where": gen_where, "set_row": gen_update,
     "sparse_softmax_cross_entropy": gen_nn, "softmax_cross_entropy": gen_nn,
     "clip": gen_misc, "cast": gen_misc, "full_like": gen_misc,
     **{name: gen_special for name in SPECIAL},

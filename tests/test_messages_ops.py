@@ -27,6 +27,10 @@ NOT_USER_MESSAGES = {
         "gather_along and scatter_along take positions made by sort and nanmedian only",
     "sorting.py: ShapeError(at_user_line(f'searchsorted: a must be 1-D (and v":
         "the primitive's rule: np.searchsorted checks a's rank first and gives v an axis",
+    "indexing.py: set_row: a row of shape":
+        "x.at[i].set(v) broadcasts v to the row's shape (broadcast_to's message) first",
+    "indexing.py: set_row: the index must be an integer scalar":
+        "x.at[i] takes set_row's path for one integer index only",
     "fourier.py: ShapeError(at_user_line(f'{op}: axis {axis!r} is out of bounds":
         "the transforms' primitives take the axis that NumPy's functions checked",
     "fourier.py: ShapeError(at_user_line(f'irfft: {n} points need {bins} bins":
@@ -193,6 +197,9 @@ CASES = [
      IndexError, ["getitem", "index -4", "size 3", "shape (3,)"]),
     ("compiled index array", lambda: _twice(jt.function(lambda a, i: a[i]), (np.ones(3), L([0])), (np.ones(3), L([0, 7]))),
      IndexError, ["getitem", "index 7", "axis 0", "size 3"]),
+    ("compiled row update", lambda: _twice(jt.function(lambda a, i: a.at[i].set(1.0)),
+                                           (np.ones((4, 2)), np.int64(0)), (np.ones((4, 2)), np.int64(4))),
+     IndexError, ["set_row", "index 4", "is out of bounds for axis 0", "with size 4"]),
     # -- ops/linalg.py
     ("matmul 0-d", lambda: jnp.matmul(c(1.0), c(np.ones(2))),
      jt.ShapeError, ["matmul", "at least one axis", "() and (2,)"]),

@@ -115,3 +115,72 @@ def test_updates_under_vmap_and_integer_tensors():
     np.testing.assert_allclose(got, [[0.0, 10.0, 2.0], [3.0, 20.0, 5.0]])
     counts = jt.constant(np.zeros(3, np.int64)).at[[0, 0, 2]].add(1)
     assert counts.dtype == np.int64 and counts.numpy().tolist() == [2, 0, 1]
+
+
+def _filling(extra=None):
+    """A while loop writing row k of a carried buffer at step k (a preallocated output,
+    as JAX code writes ``ys = ys.at[t].set(y)``); ``extra(k, b)`` is one more carry."""
+    @jt.function
+    def fill(buf, x):
+        def body(c):
+            k, b, e = c
+            new = b.at[k].set(x * (k + 1.0))
+            return k + 1, new, (e if extra is None else extra(k, b))
+        return jt.while_loop(lambda c: c[0] < 4, body, (0, buf, np.zeros(())))[1:]
+    return fill
+
+
+def _filled(buf, x):
+    want = buf.copy()
+    for k in range(4):
+        want[k] = x * (k + 1.0)
+    return want
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_a_loop_writes_its_carried_buffer_in_place_and_never_the_callers(layout):
+    base = np.arange(24.0).reshape(4, 6) / 5.0
+    buf = {"C": base.copy(), "F": np.asfortranarray(base),
+           "strided": np.arange(48.0).reshape(4, 12)[:, ::2] / 5.0}[layout]
+    before = buf.copy()
+    x = np.linspace(-1.0, 1.0, 6)
+    fill = _filling()
+    assert "updated in place by the loop" in fill.lower(buf, x).source
+    for run in (fill, fill.lower(buf, x).python):
+        got, _ = run(buf, x)
+        np.testing.assert_array_equal(got, _filled(buf, x))
+        np.testing.assert_array_equal(buf, before)          # the argument is untouched
+
+
+def test_a_carry_read_after_its_update_is_copied_not_written_in_place():
+    # the step's sum of the buffer is not an input of the update: it may run after the
+    # write, so the update makes a new array (and the sum sees the step's old buffer)
+    buf, x = np.ones((4, 3)), np.array([1.0, 2.0, 3.0])
+    fill = _filling(lambda k, b: jt.numpy.sum(b))
+    assert "updated in place" not in fill.lower(buf, x).source
+    got, total = fill(buf, x)
+    np.testing.assert_array_equal(got, _filled(buf, x))
+    assert total == np.sum(_filled(buf, x)[:3]) + 1.0 * 3   # the buffer before step 4
+
+
+def test_in_place_updates_keep_gradients_and_a_scan_body():
+    def loss(buf, x):
+        buf = jt.constant(buf) if isinstance(buf, np.ndarray) else buf   # (differences)
+
+        def step(b, k):
+            new = b.at[k].set(jt.sin(x) * b[k] + b[(k + 1) % 4])
+            return new, jt.numpy.sum(new[k])
+        b, ys = jt.scan(step, buf, np.arange(4))
+        return jt.numpy.sum(b * b) + jt.numpy.sum(ys)
+    buf, x = np.arange(12.0).reshape(4, 3) / 7.0, np.array([0.3, -0.2, 0.9])
+    assert "updated in place by the loop" in jt.function(loss).lower(buf, x).source
+    np.testing.assert_allclose(jt.function(loss)(buf, x), loss(buf, x).numpy(), rtol=1e-14)
+    grad = jt.grad(loss, argnums=(0, 1))
+    with jt.GradientTape() as tape:
+        b, xv = jt.constant(buf), jt.constant(x)
+        tape.watch([b, xv])
+        eager = tape.gradient(loss(b, xv), [b, xv])
+    got = grad(buf, x)
+    for g, e, k in zip(got, eager, (0, 1)):
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(g, _fd(loss, (buf, x), k), rtol=1e-6, atol=1e-8)

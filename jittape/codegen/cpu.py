@@ -89,6 +89,7 @@ class Context:
         self.parallel = graph.parallel
         self.links = []                 # (helper, key) the kernel calls through a symbol
         self._pool = None               # the Pool of the loop body being rendered
+        self.in_place = set()           # ids of updates written into their input (Pool)
         self.functions = {}             # name -> source of a loop body's function (block)
         self.program = None             # what it prints: a schedule.Program
         self.messages = []              # what the kernel's raises mean (see message)
@@ -310,6 +311,13 @@ class Pool:
         self.carried = set(kept)
         inputs = {v.id for v in body.inputs}
         self.carries_pooled = not any(k in inputs for k in kept)
+        # carries updated in place (a row written into the carry's own buffer): their
+        # first value is copied once before the loop, so that the loop never writes the
+        # caller's array, and they take no buffers of the pool
+        for k, update in in_place_carries(body, carries, root):
+            ctx.in_place.add(update.out.id)
+            name = names.value_name(body.inputs[k])
+            self.before.append(f"{name} = {name}.copy()   # updated in place by the loop")
 
     def _buffer(self, shape, dtype):
         own, owner = self.ctx.tmp("pool"), self.ctx.tmp("owner")
@@ -331,6 +339,38 @@ class Pool:
         if fill is not None:
             lines.append(f"fill({names.value_name(v)}, {names.literal_code(fill, v.dtype)})")
         return lines
+
+
+def in_place_carries(body, carries, root):
+    """``(k, node)`` for each carry ``k`` of a loop body whose new value is ``node``, an
+    op that ``updates`` its first input (``set_row``), on carry ``k`` itself, where the
+    write cannot be seen: every other reader of the carry (or of a view of it) is a node
+    the update depends on, so it has run before the write in any order the schedule
+    picks, and no other output holds the carry or a view of it. ``root``: the body's
+    views (``schedule.view_roots``)."""
+    producer = {n.out.id: n for n in body.nodes}
+    found = []
+    for k in range(carries):
+        out, carry = body.outputs[k], body.inputs[k]
+        node = producer.get(out.id) if isinstance(out, Var) else None
+        if node is None or not node.prim.updates or not isinstance(node.inputs[0], Var) \
+                or node.inputs[0].id != carry.id:
+            continue
+        if any(isinstance(v, Var) and root.get(v.id, v.id) == carry.id
+               for j, v in enumerate(body.outputs) if j != k):
+            continue
+        before, stack = set(), [v for v in node.var_inputs()]
+        while stack:                            # the nodes the update depends on
+            v = stack.pop()
+            n = producer.get(v.id)
+            if n is not None and n.out.id not in before:
+                before.add(n.out.id)
+                stack.extend(n.var_inputs())
+        readers = [n for n in body.nodes if n is not node and "cpu" not in n.prim.aliases
+                   and any(root.get(v.id, v.id) == carry.id for v in n.var_inputs())]
+        if all(n.out.id in before for n in readers):
+            found.append((k, node))
+    return found
 
 
 def generate(graph, name, version):

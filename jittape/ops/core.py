@@ -166,7 +166,10 @@ class OpRecord:
       (a kernel may take such a stack of its inputs packed: ``passes.packing``);
     - ``places``: its result is zeros of ``params["shape"]`` with its first input added
       at ``params["index"]`` (the gradient of indexing; ``passes.fuse`` reads such an op
-      with ints and slices as a loop's element).
+      with ints and slices as a loop's element);
+    - ``updates``: its result is its first input with part of it overwritten (the rest
+      copied): a loop body may write it into that input's buffer where nothing reads the
+      input after it (``codegen.cpu.Pool``).
 
     Slots for the transformations: ``vjp`` (one rule per input) or ``joint`` with
     ``joint_vjp`` (all inputs' cotangents at once), with ``holomorphic`` (the rules are
@@ -189,6 +192,7 @@ class OpRecord:
     foldable = True
     stacks = False
     places = False
+    updates = False
     row_of = None
     joint = False
     holomorphic = False

@@ -453,6 +453,59 @@ _index_add = Primitive(
     ], complex=True)
 
 
+def _set_row_impl(x, v, i):
+    x = np.asarray(x)
+    out = x.copy()
+    try:
+        out[operator.index(i)] = v
+    except IndexError:
+        raise OutOfRange(at_user_line(
+            f"set_row: index {int(i)} is out of bounds for axis 0 with size {x.shape[0]}")) \
+            from None
+    return out
+
+
+def _set_row_abstract(x, v, i):
+    shape, row = shape_of(x), shape_of(v)
+    if not shape or len(row) != len(shape) - 1:
+        raise ShapeError(at_user_line(
+            f"set_row: a row of shape {row} does not fit a tensor of shape {shape}"))
+    for a, b in zip(shape[1:], row):
+        same_size("set_row", a, b, "the row's shape is not the tensor's past its first axis")
+    if shape_of(i) != () or np.dtype(getattr(i, "dtype", np.int64)).kind not in "iu":
+        raise ShapeError(at_user_line(
+            f"set_row: the index must be an integer scalar, got "
+            f"{np.dtype(getattr(i, 'dtype', type(i))).name}{list(shape_of(i))}"))
+    return Aval(shape, x.dtype)
+
+
+def _zeros_like(v):
+    from .creation import zeros_like
+    return zeros_like(v)
+
+
+# ``x.at[i].set(v)`` for one integer ``i`` (traced or not): ``x`` with row ``i`` (along
+# the first axis; negative counts from the end) replaced by ``v`` of the row's shape and
+# dtype. A copy of ``x`` with one row written, where ``where``/``index_add`` would write
+# every element; and where ``x`` is a loop's carry that nothing reads after it, the
+# compiled loop writes the row in place (codegen.cpu.Pool: a ring buffer or a
+# preallocated output costs a row a step, not the whole array).
+set_row = Primitive(
+    "set_row", _set_row_impl, abstract=_set_row_abstract,
+    vjp=PerInput(lambda k, g, out, x, v, i:
+                 set_row.bind(g, _zeros_like(v), i) if k == 0
+                 else getitem_prim.bind(g, i, index=(("array", 0),)) if k == 1 else None),
+    jvp=[lambda t, out, x, v, i: set_row.bind(t, _zeros_like(v), i),
+         lambda t, out, x, v, i: set_row.bind(_zeros_like(x), t, i)],
+    save=((False, True, True), False),
+    examples=[
+        ex((4, 3), (3,), Fixed(np.int64(1))),
+        ex((4, 3), (3,), Fixed(np.int64(-1))),
+        ex((5,), (), Fixed(np.int64(3))),
+        ex((3, 2, 2), (2, 2), Fixed(np.int64(0))),
+    ], public=False, complex=True, holomorphic=True)
+
+
 @public
 def getitem(x, index):
     """``x[index]`` with NumPy's indexing rules (boolean masks only in eager code)."""
@@ -890,6 +943,22 @@ def _lower_getitem(ctx, node):
     return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_reads(ctx))
 
 
+def _lower_set_row(ctx, node):
+    x, v, i = node.inputs
+    o, xn = ctx.name(node.out), ctx.name(x)
+    t = ctx.tmp("ix")
+    where = f" (at {node.where})" if node.where else ""
+    template = ("set_row: index {0} is out of bounds for axis 0 with size {1}"
+                + where.replace("{", "{{").replace("}", "}}"))
+    lines = _cpu_reads(ctx)(t, ctx.name(i) if isinstance(i, ir.Var) else repr(int(i)),
+                            f"{xn}.shape[0]", template)
+    if node.out.id in getattr(ctx, "in_place", ()):
+        lines.append(f"{o} = {xn}")   # a loop's carry, read by nothing after: its own buffer
+    else:
+        lines += ctx.new(node.out) + [f"put({o}, 0, {xn})"]
+    return lines + [f"put({o}, {t}, {ctx.name(v)})"]
+
+
 def _basic_index(index):
     """``x[...]`` source for an index of ints and slices with literal bounds (NumPy's
     basic indexing, which Numba makes a view of ``x``: a step's row of a stacked value,
@@ -1033,6 +1102,25 @@ def _cuda_getitem(ctx, node):
                                             node, temps)
 
 
+def _cuda_set_row(ctx, node):
+    x, v, i = node.inputs
+    out = node.out
+    o, xn = ctx.name(out), ctx.name(x)
+    t = ctx.tmp("ix")
+    where = f" (at {node.where})" if node.where else ""
+    template = ("set_row: index {0} is out of bounds for axis 0 with size {1}"
+                + where.replace("{", "{{").replace("}", "}}"))
+    source = ctx.read(i, 0) if isinstance(i, ir.Var) else repr(int(i))
+    inside = _checked_read(t, source, f"{xn}.shape[0]",
+                           ctx.index_error(template, t, f"{xn}.shape[0]") + ["continue"])
+    own = ", ".join(f"i{a}" for a in range(out.ndim))
+    row = (f"{ctx.name(v)}[{', '.join(f'i{a}' for a in range(1, out.ndim))}]" if v.ndim
+           else ctx.read(v, 0))
+    body = inside + [f"{o}[{own}] = {row} if i0 == {t} else {xn}[{own}]"]
+    return [ctx.buffer(out)] + ctx.per_element([f"{o}.shape[{a}]" for a in range(out.ndim)],
+                                               body, node, ctx.error_names())
+
+
 def _cuda_index_add(ctx, node):
     g, arrays = node.inputs[0], node.inputs[1:]
     out = node.out
@@ -1055,6 +1143,9 @@ def _cuda_index_add(ctx, node):
 getitem_prim.lowerings["cpu"] = _lower_getitem
 getitem_prim.lowerings["cuda"] = _cuda_getitem
 _index_add.places = True
+set_row.updates = True
+set_row.lowerings["cpu"] = _lower_set_row
+set_row.lowerings["cuda"] = _cuda_set_row
 _index_add.lowerings["cpu"] = _lower_index_add
 _index_add.lowerings["cuda"] = _cuda_index_add
 _concatenate.lowerings["cuda"] = _cuda_concatenate

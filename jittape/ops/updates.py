@@ -18,7 +18,7 @@ import numpy as np
 from ..tensor import Tensor
 from . import elementwise as ew
 from .creation import ones_like
-from .indexing import _index_add, getitem, getitem_prim, parse_index
+from .indexing import _index_add, getitem, getitem_prim, parse_index, set_row
 from .shape import _shape, broadcast_to
 
 
@@ -51,6 +51,9 @@ class _Update:
         """``x`` with ``v`` added at ``idx`` (accumulated where an index repeats)."""
         x = self._x
         spec, arrays = parse_index(self._index)
+        row = _one_row(x, spec, arrays)
+        if row is not None:                      # one index: no repeats to accumulate
+            return self.set(ew.add(self.get(), v))
         v = _values(x, getitem_prim.bind(x, *arrays, index=spec), v)
         return ew.add(x, _index_add.bind(v, *arrays, index=spec, shape=_shape(x)))
 
@@ -60,6 +63,9 @@ class _Update:
         spec, arrays = parse_index(self._index)
         selected = getitem_prim.bind(x, *arrays, index=spec)
         v = _values(x, selected, v)
+        row = _one_row(x, spec, arrays)
+        if row is not None:                      # one row written, not every element
+            return set_row.bind(x, v, row)
         scatter = lambda values: _index_add.bind(values, *arrays, index=spec,   # noqa: E731
                                                  shape=_shape(x))
         count = scatter(ones_like(v))
@@ -91,6 +97,20 @@ class _Update:
     def max(self, v):
         """``x`` with the elements at ``idx`` replaced by their maximum with ``v``."""
         return self.set(ew.maximum(self.get(), v))
+
+
+def _one_row(x, spec, arrays):
+    """The index of the row ``idx`` selects where it is one integer (a traced scalar, or
+    a Python int) along the first axis: ``set_row``'s case. Else None."""
+    if spec == (("array", 0),) and len(arrays) == 1:
+        a = arrays[0]
+        if tuple(_shape(a)) == () and np.dtype(a.dtype).kind in "iu":
+            return a
+        return None
+    if len(spec) == 1 and spec[0][0] == "int" and isinstance(spec[0][1], (int, np.integer)) \
+            and not hasattr(spec[0][1], "expr"):       # (a traced size would be frozen)
+        return np.asarray(spec[0][1], np.int64)
+    return None
 
 
 def _values(x, selected, v):
