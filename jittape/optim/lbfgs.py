@@ -338,10 +338,13 @@ class LBFGS(Optimizer):
         keep = _all(ok, sy > float(np.finfo(dtype).eps) * jnp.sum(y * y))
         rows = jnp.arange(self.memory)
         at = _all(rows == head, keep)
+        S, Y = slots["s"], slots["y"]
         new = {
             "x": x1, "value": f1, "grad": g1,
-            "s": jnp.where(at[:, None], s[None, :], slots["s"]),
-            "y": jnp.where(at[:, None], y[None, :], slots["y"]),
+            # one row written (in place in a compiled loop: codegen.cpu.Pool), where a
+            # select over the whole history copied 2 x memory x n values a step
+            "s": S.at[head].set(jnp.where(keep, s, S[head])),
+            "y": Y.at[head].set(jnp.where(keep, y, Y[head])),
             "rho": jnp.where(at, 1.0 / jnp.where(keep, sy, 1.0), slots["rho"]),
             "head": jnp.where(keep, jnp.mod(head + 1, self.memory), head),
             "count": jnp.where(ok, jnp.where(keep, jnp.minimum(count + 1, self.memory), count),
