@@ -155,17 +155,22 @@ def _lives(cut, live_out):
 _PERIODS = 4
 
 
+# what the call of a loop body's piece weighs in the function that makes it (its
+# arguments and results, the pool's buffers it is handed): the code of a few nodes
+PIECE_CALL = 8
+
+
 def weight(node, limit=None):
     """A node's size for ``chunks``: one, and what its regions' bodies put in the
     function that runs it. A body that weighs more than ``limit`` is itself in pieces,
     each compiled on its own (``codegen.cpu.Context.block``), which that function only
-    calls: about one node a piece. (Counted whole, a loop whose body is in pieces made
+    calls: ``PIECE_CALL`` a piece. (Counted whole, a loop whose body is in pieces made
     the function around it Python calling parts, about 20 us a call for L-BFGS's
     chunk in ``jt.minimize`` before its first iteration.)"""
     total = 1
     for name in node.prim.regions:
         inner = sum(weight(n, limit) for n in node.params[name].nodes)
-        total += inner if limit is None or inner <= limit else -(-inner // limit)
+        total += inner if limit is None or inner <= limit else PIECE_CALL * -(-inner // limit)
     return total
 
 

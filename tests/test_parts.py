@@ -307,9 +307,11 @@ def _long_step(x):
     return x
 
 
-def test_a_loop_whose_body_is_in_pieces_weighs_its_calls_in_the_function_around_it():
+def test_a_loop_whose_body_is_in_pieces_weighs_its_calls_in_the_function_around_it(
+        monkeypatch):
     """The function around a loop only calls its body's pieces: it is one compiled
     kernel, not Python calling parts (about 20 us a call before the loop's first step)."""
+    monkeypatch.setattr(cpu, "PART_NODES", 30)     # (a body of about 50 nodes: 2 pieces)
     @jt.function
     def f(x):
         return jt.while_loop(lambda c: c[1] < 5, lambda c: (_long_step(c[0]), c[1] + 1),
