@@ -431,6 +431,19 @@ def _param_text(v, sizes=None):
     return repr(v)
 
 
+def ancestors(nodes, outputs):
+    """The nodes of ``nodes`` (in order) that ``outputs`` depend on."""
+    by_out = {n.out.id: n for n in nodes}
+    needed, stack = set(), [v for v in outputs if isinstance(v, Var)]
+    while stack:
+        v = stack.pop()
+        n = by_out.get(v.id)
+        if n is not None and n.out.id not in needed:
+            needed.add(n.out.id)
+            stack.extend(n.var_inputs())
+    return [n for n in nodes if n.out.id in needed]
+
+
 class Graph:
     """Inputs, constants, nodes in order, outputs; ``text()`` is ``lower().graph``.
 

@@ -649,19 +649,6 @@ WHILE.interpret = WHILE_GRAD.interpret = _interpret_while
 RECORDS = RECORDS + (WHILE, WHILE_GRAD)
 
 
-def _ancestors(nodes, outputs):
-    """The nodes of ``nodes`` (in order) that ``outputs`` depend on."""
-    by_out = {n.out.id: n for n in nodes}
-    needed, stack = set(), [v for v in outputs if isinstance(v, Var)]
-    while stack:
-        v = stack.pop()
-        n = by_out.get(v.id)
-        if n is not None and n.out.id not in needed:
-            needed.add(n.out.id)
-            stack.extend(n.var_inputs())
-    return [n for n in nodes if n.out.id in needed]
-
-
 def traced_while(trace, cond_fun, body_fun, init, check_carry):
     """``jt.while_loop`` in ``trace``: its condition and body traced once into a
     ``while_loop`` region (see above). Returns the final carry."""
@@ -682,7 +669,7 @@ def traced_while(trace, cond_fun, body_fun, init, check_carry):
         pred = ops.reshape(pred, ())
     local = {t._var.id for t in slots}
     nodes, _ = _cut(trace, start, local)
-    cond_nodes = _ancestors(nodes, [pred._var])
+    cond_nodes = ir.ancestors(nodes, [pred._var])
     if not cond_nodes and pred._var.id not in local:
         constant = next((c.value for c in trace.consts if c.var is pred._var), None)
         if constant is not None and not bool(constant):
@@ -691,7 +678,7 @@ def traced_while(trace, cond_fun, body_fun, init, check_carry):
             "while_loop: the condition does not depend on the carry: the loop would "
             "never end (or never start)"))
     mapping = {t._var.id: t._var for t in slots}
-    step_nodes = _clone(trace, _ancestors(nodes, [v._var for v in new_leaves]), mapping)
+    step_nodes = _clone(trace, ir.ancestors(nodes, [v._var for v in new_leaves]), mapping)
     new = [mapping.get(v._var.id, v._var) for v in new_leaves]
     captured = _captured([cond_nodes, step_nodes], [pred._var] + new, local)
     inputs = [t._var for t in slots] + captured

@@ -367,13 +367,7 @@ def in_place_carries(body, carries, root):
         if any(isinstance(v, Var) and root.get(v.id, v.id) == carry.id
                for j, v in enumerate(body.outputs) if j != k):
             continue
-        before, stack = set(), [v for v in node.var_inputs()]
-        while stack:                            # the nodes the update depends on
-            v = stack.pop()
-            n = producer.get(v.id)
-            if n is not None and n.out.id not in before:
-                before.add(n.out.id)
-                stack.extend(n.var_inputs())
+        before = {n.out.id for n in ir.ancestors(body.nodes, node.var_inputs())}
         readers = [n for n in body.nodes if n is not node and "cpu" not in n.prim.aliases
                    and any(root.get(v.id, v.id) == carry.id for v in n.var_inputs())]
         if all(n.out.id in before for n in readers):

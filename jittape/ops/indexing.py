@@ -943,15 +943,20 @@ def _lower_getitem(ctx, node):
     return lines + _nest([ctx.size(d) for d in out.shape], reads, body, _cpu_reads(ctx))
 
 
+def _set_row_template(node):
+    """The message of set_row's index out of range (``{0}``: the index, ``{1}``: the
+    size), with the user's line."""
+    where = f" (at {node.where})" if node.where else ""
+    return ("set_row: index {0} is out of bounds for axis 0 with size {1}"
+            + where.replace("{", "{{").replace("}", "}}"))
+
+
 def _lower_set_row(ctx, node):
     x, v, i = node.inputs
     o, xn = ctx.name(node.out), ctx.name(x)
     t = ctx.tmp("ix")
-    where = f" (at {node.where})" if node.where else ""
-    template = ("set_row: index {0} is out of bounds for axis 0 with size {1}"
-                + where.replace("{", "{{").replace("}", "}}"))
     lines = _cpu_reads(ctx)(t, ctx.name(i) if isinstance(i, ir.Var) else repr(int(i)),
-                            f"{xn}.shape[0]", template)
+                            f"{xn}.shape[0]", _set_row_template(node))
     if node.out.id in getattr(ctx, "in_place", ()):
         lines.append(f"{o} = {xn}")   # a loop's carry, read by nothing after: its own buffer
     else:
@@ -1107,12 +1112,10 @@ def _cuda_set_row(ctx, node):
     out = node.out
     o, xn = ctx.name(out), ctx.name(x)
     t = ctx.tmp("ix")
-    where = f" (at {node.where})" if node.where else ""
-    template = ("set_row: index {0} is out of bounds for axis 0 with size {1}"
-                + where.replace("{", "{{").replace("}", "}}"))
     source = ctx.read(i, 0) if isinstance(i, ir.Var) else repr(int(i))
     inside = _checked_read(t, source, f"{xn}.shape[0]",
-                           ctx.index_error(template, t, f"{xn}.shape[0]") + ["continue"])
+                           ctx.index_error(_set_row_template(node), t, f"{xn}.shape[0]")
+                           + ["continue"])
     own = ", ".join(f"i{a}" for a in range(out.ndim))
     row = (f"{ctx.name(v)}[{', '.join(f'i{a}' for a in range(1, out.ndim))}]" if v.ndim
            else ctx.read(v, 0))
