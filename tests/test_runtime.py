@@ -5,7 +5,8 @@ import numba
 import numpy as np
 import pytest
 
-from jittape.codegen.runtime import empty, fill, full, reshape, scratch, zeros
+from jittape.codegen.runtime import (empty, fill, full, natural, reshape, scratch,
+                                     threads, zeros)
 
 
 @numba.njit(cache=False)
@@ -164,3 +165,37 @@ def test_helpers_in_plain_python():
     np.testing.assert_array_equal(full((2,), 4.0, np.float64), [4.0, 4.0])
     a = np.ones(3)
     assert fill(a, 0.5) is a and (a == 0.5).all()
+
+
+@numba.njit(cache=False)
+def _threads():
+    return threads()
+
+
+@numba.njit(cache=False)
+def _sum_from(a, lo):
+    total = 0.0
+    for i in range(lo, a.shape[0]):
+        total += a[natural(i)]
+    return total
+
+
+def test_threads_in_a_kernel_is_numbas_count_and_keeps_the_kernel_cacheable():
+    before = numba.get_num_threads()
+    try:
+        assert _threads() == before == threads()
+        numba.set_num_threads(1)
+        assert _threads() == 1
+    finally:
+        numba.set_num_threads(before)
+    # a symbol, not Numba's get_num_threads and its ctypes pointer: a kernel holding
+    # one is not written to Numba's disk cache
+    library = _threads.overloads[_threads.signatures[0]].library
+    assert not library.has_dynamic_globals
+
+
+def test_natural_is_its_index():
+    a = np.arange(10.0)
+    assert _sum_from(a, 3) == a[3:].sum() == sum(a[natural(i)] for i in range(3, 10))
+    with pytest.raises(numba.TypingError):         # an index, not a float
+        numba.njit(lambda x: natural(x))(1.5)

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref, lower_builtin
@@ -163,6 +164,23 @@ def scratch(size, value, dtype):
     return np.full(size, value, dtype)
 
 
+def threads():
+    """numba.get_num_threads(): the threads a prange loop of this thread would use. In a
+    kernel, a call of the symbol Numba's threading layer registers (as its own parallel
+    loops do): Numba's ``get_num_threads`` in a kernel reads a ctypes pointer, and a
+    kernel holding one is not kept in Numba's disk cache."""
+    return numba.get_num_threads()
+
+
+def natural(i):
+    """``i``, an index LLVM is told is never negative (``llvm.assume``). Numba adds the
+    length to a negative index at each access; where a loop starts at a run-time bound
+    (a chunk's first row) LLVM cannot prove the index is not negative, and that select
+    at each load and store kept such loops from vectorizing (the lane reduction of a
+    logistic regression's loss over 10^5 rows: 7.8 against 5.2 ms a call)."""
+    return i
+
+
 def borrow(a):
     """``a`` without its owner: the same memory, shape and strides, with no reference
     count. A loop's step makes its arrays in buffers made before the loop (``Pool`` in
@@ -227,6 +245,39 @@ def _type_full(context):
         if nd is not None and dt is not None and _is_scalar(value):
             return types.Array(dt, nd, "C")
     return typer
+
+
+@type_callable(natural)
+def _type_natural(context):
+    def typer(i):
+        if isinstance(i, types.Integer) and i.signed:
+            return i
+    return typer
+
+
+@lower_builtin(natural, types.Integer)
+def _lower_natural(context, builder, sig, args):
+    (i,) = args
+    assume = builder.module.declare_intrinsic(
+        "llvm.assume", fnty=ir.FunctionType(ir.VoidType(), [ir.IntType(1)]))
+    builder.call(assume, [builder.icmp_signed(">=", i, ir.Constant(i.type, 0))])
+    return i
+
+
+@type_callable(threads)
+def _type_threads(context):
+    def typer():
+        return types.intp
+    return typer
+
+
+@lower_builtin(threads)
+def _lower_threads(context, builder, sig, args):
+    # the symbol is there once the threading layer is up: build.py starts it before a
+    # CPU kernel compiles or loads
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(cgutils.intp_t, []),
+                                        "get_num_threads")
+    return builder.call(fn, [])
 
 
 @type_callable(scratch)
