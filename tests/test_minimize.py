@@ -313,3 +313,21 @@ def test_lbfgs_takes_no_step_into_an_infinite_gradient():
     x0 = np.array([0.0, 1.0])
     x, state = opt.update(x0, None, opt.init(x0), value_and_grad=jt.value_and_grad(g))
     assert np.all(np.isfinite(x))
+
+
+@pytest.mark.parametrize("method", ["lbfgs", "adam"])
+def test_a_first_state_made_once_is_never_written(method):
+    from jittape import optimize
+
+    def loss(x):
+        return jnp.sum((x - 2.0) ** 2 * jnp.arange(1.0, 5.0))
+    x0 = np.zeros(4)
+    first = jt.minimize(loss, x0, method=method, steps=200, tol=1e-10)
+    again = jt.minimize(loss, x0, method=method, steps=200, tol=1e-10)
+    np.testing.assert_array_equal(first.x, again.x)
+    opt = optimize._optimizer(method, None, {})
+    (state,) = optimize._FIRST[optimize._native_step(loss, opt)].values()
+    fresh = opt.init(x0)                 # the cached state still holds init's values
+    for name, want in fresh.slots.items():
+        np.testing.assert_array_equal(state.slots[name], want)
+    assert state.step == fresh.step == 0
