@@ -284,6 +284,7 @@ def test_a_large_loop_body_is_compiled_in_pieces(monkeypatch):
     """A loop body of more than PART_NODES nodes (forward and backward) is cut into
     functions that Numba compiles on their own (``SUBFUNCTIONS``) and the loop calls:
     the eager gradients through every way of calling, and from the disk cache."""
+    monkeypatch.setattr(schedule, "SMALL_BODY", 0)   # (its arrays are small: see below)
     args = _cell_args()
     f = jt.value_and_grad(_cell, argnums=(0, 1))
     lowered = f.lower(*args)
@@ -312,6 +313,7 @@ def test_a_loop_whose_body_is_in_pieces_weighs_its_calls_in_the_function_around_
     """The function around a loop only calls its body's pieces: it is one compiled
     kernel, not Python calling parts (about 20 us a call before the loop's first step)."""
     monkeypatch.setattr(cpu, "PART_NODES", 30)     # (a body of about 50 nodes: 2 pieces)
+    monkeypatch.setattr(schedule, "SMALL_BODY", 0)
     @jt.function
     def f(x):
         return jt.while_loop(lambda c: c[1] < 5, lambda c: (_long_step(c[0]), c[1] + 1),
@@ -324,6 +326,26 @@ def test_a_loop_whose_body_is_in_pieces_weighs_its_calls_in_the_function_around_
     for _ in range(5):
         want = _long_step(want)
     np.testing.assert_allclose(f(x), want, rtol=1e-14)
+
+
+def test_a_body_over_small_arrays_takes_more_nodes_before_its_pieces(monkeypatch):
+    """Where each array of a loop body was small when traced, the body is one function
+    up to SMALL_BODY_FACTOR times PART_NODES nodes: its steps are short, and a call of a
+    piece costs a reference count up and down for each array it is handed."""
+    monkeypatch.setattr(cpu, "PART_NODES", 30)     # (a body of about 50 nodes)
+
+    def run(x):
+        return jt.while_loop(lambda c: c[1] < 5, lambda c: (_long_step(c[0]), c[1] + 1),
+                             (x, 0))[0]
+    for n, pieces in ((7, False), (schedule.SMALL_BODY + 1, True)):
+        f = jt.function(run)
+        f.cache_clear()
+        x = np.linspace(-1.0, 1.0, n)
+        assert ("SUBFUNCTIONS = (" in f.lower(x).source) is pieces, n
+        want = x
+        for _ in range(5):
+            want = _long_step(want)
+        np.testing.assert_allclose(f(x), want, rtol=1e-14)
 
 
 def test_a_while_loop_and_a_cond_with_large_bodies():
