@@ -93,10 +93,14 @@ class Program:
 
     def block(self, nodes, live_out, reuse_buffers, split=True, body=False):
         """``nodes`` scheduled, in pieces where they are many (and ``split``; a region's
-        ``body`` by ``body_limit``), and the bodies of the regions among them."""
+        ``body``, and nodes with a region among them, by ``body_limit``), and the bodies
+        of the regions among them."""
         nodes = list(nodes)
         base = self.policy.part_nodes
-        limit = body_limit(nodes, base) if body else base
+        # (a function running a loop over small arrays too: each call of it pays its
+        # parts' Python, about 3 us a part, where L-BFGS's solve at n = 10 takes 40)
+        loops = body or any(n.prim.regions for n in nodes)
+        limit = body_limit(nodes, base) if loops else base
         if split and limit is not None:
             cut = chunks(nodes, limit, base)
             if len(cut) > 1:
@@ -162,14 +166,16 @@ _PERIODS = 4
 PIECE_CALL = 8
 
 
-# A loop body whose arrays all had at most SMALL_BODY elements when traced may have
-# SMALL_BODY_FACTOR times the nodes of one function before it is cut into pieces. A call
-# of a piece counts a reference up and down for each array it is handed and returns
-# (atomic instructions): about 0.5 us for one of L-BFGS's three pieces, where a step
-# over ten elements takes about 1 us. In one function, jt.minimize's L-BFGS on
-# Rosenbrock took 38 us a solve at n = 10 and 102 us at n = 100, against 62 and 152 in
-# pieces; its kernel compiled in 12.5 s on one core instead of 8.8. A body over large
-# arrays spends its time in its loops: the pieces' shorter compiles win there.
+# A loop body whose arrays all had at most SMALL_BODY elements when traced, and the
+# function that runs the loop, may have SMALL_BODY_FACTOR times the nodes of one
+# function before they are cut. A call of a body's piece counts a reference up and down
+# for each array it is handed and returns (atomic instructions): about 0.5 us for each
+# of L-BFGS's three pieces, where a step over ten elements takes about 1 us; a part of
+# the function around is a Python call. In one kernel, jt.minimize's L-BFGS on
+# Rosenbrock took 36 us a solve at n = 10 and 97 us at n = 100, against 62 and 152 in
+# pieces and parts; the kernel compiled in 10.3 s on one core instead of 8.8 (in the
+# background: the first solves run on NumPy). Over large arrays the time is in the
+# loops, and the pieces' shorter compiles win.
 SMALL_BODY = 4096
 SMALL_BODY_FACTOR = 3
 

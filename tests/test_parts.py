@@ -329,9 +329,10 @@ def test_a_loop_whose_body_is_in_pieces_weighs_its_calls_in_the_function_around_
 
 
 def test_a_body_over_small_arrays_takes_more_nodes_before_its_pieces(monkeypatch):
-    """Where each array of a loop body was small when traced, the body is one function
-    up to SMALL_BODY_FACTOR times PART_NODES nodes: its steps are short, and a call of a
-    piece costs a reference count up and down for each array it is handed."""
+    """Where each array of a loop body was small when traced, the body (and the function
+    around it) is one function up to SMALL_BODY_FACTOR times PART_NODES nodes: its
+    steps are short, and a call of a piece costs a reference count up and down for each
+    array it is handed."""
     monkeypatch.setattr(cpu, "PART_NODES", 30)     # (a body of about 50 nodes)
 
     def run(x):
@@ -341,7 +342,9 @@ def test_a_body_over_small_arrays_takes_more_nodes_before_its_pieces(monkeypatch
         f = jt.function(run)
         f.cache_clear()
         x = np.linspace(-1.0, 1.0, n)
-        assert ("SUBFUNCTIONS = (" in f.lower(x).source) is pieces, n
+        source = f.lower(x).source
+        assert ("SUBFUNCTIONS = (" in source) is pieces, n
+        assert "PARTS = (" not in source                # the function around: one kernel
         want = x
         for _ in range(5):
             want = _long_step(want)
