@@ -61,7 +61,9 @@ the column's arrays, before any clock. Then:
   the compiles ran on after the first solve had returned is ``background_compile_wait_s``;
 * warm: after the first solve, after jittape's background compiles have finished and
   one more solve (untimed: the kernels' first calls), the same solve ``--repeat`` times
-  with the solver already made; the best time is reported (all are in the JSON).
+  with the solver already made, and again while the solves have taken under 0.2 s (at
+  most 200: a solve of microseconds runs slower its first few times, in every column);
+  the best time is reported (all are in the JSON).
 
 Checks. The reference optimum is SciPy's: Rosenbrock's is ``x = 1``, ``f = 0`` (and SciPy's
 L-BFGS-B reaches it); the logistic regression's is SciPy's Newton-CG with the
@@ -583,6 +585,10 @@ def _finish_background_compiles():
             thread.join()
 
 
+WARM_SECONDS = 0.2     # warm solves of a point: at least its repeat, more within this
+WARM_MOST = 200
+
+
 def point(system, problem_name, method, repeat, save):
     """Time one point: print its JSON line, save its answers' ``x`` to ``save``."""
     import numpy as np
@@ -598,7 +604,11 @@ def point(system, problem_name, method, repeat, save):
     _finish_background_compiles()
     out["background_compile_wait_s"] = time.perf_counter() - t0
     solve(system, problem, method, tol, cold=False, data=data)    # the kernels' first calls
-    warm = [solve(system, problem, method, tol, cold=False, data=data) for _ in range(repeat)]
+    # at least ``repeat`` solves, and more while they fill WARM_SECONDS: the first few
+    # solves of microseconds run slower (caches, predictors) in every column alike
+    warm, ends = [], time.perf_counter() + WARM_SECONDS
+    while len(warm) < repeat or (len(warm) < WARM_MOST and time.perf_counter() < ends):
+        warm.append(solve(system, problem, method, tol, cold=False, data=data))
     np.savez(save, cold=cold.pop("x"), warm=warm[-1].pop("x"))
     for w in warm[:-1]:
         w.pop("x")
@@ -992,6 +1002,7 @@ def main(argv=None):
                                "adam_floor": ADAM_FLOOR}},
         "problems": {p.name: {"description": p.description, "n": int(p.x0.size),
                               "warm_repeat": args.repeat or p.repeat,
+                              "warm_seconds": WARM_SECONDS, "warm_most": WARM_MOST,
                               "adam": {"steps": p.adam_steps, "learning_rate": p.adam_lr,
                                        "rounding_spread": p.adam_spread},
                               "skipped": p.skipped, "reference": p.reference}
