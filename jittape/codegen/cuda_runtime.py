@@ -47,7 +47,12 @@ def sign(x):
 
 
 if hasattr(cuda, "cbrt"):          # CUDA's cube root (numba-cuda types no math.cbrt)
-    cbrt = cuda.cbrt
+    @_device
+    def cbrt(x):
+        """np.cbrt for a real scalar. (``cuda.cbrt`` is typed where it is read from the
+        module, ``cuda.cbrt(x)``: numba-cuda 0.30 could not type the stub bound to a name
+        of the generated module, "Untyped global name 'cbrt'", on a GPU.)"""
+        return cuda.cbrt(x)
 else:                              # the simulator's kernels are plain Python
     @_device
     def cbrt(x):
