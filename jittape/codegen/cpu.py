@@ -957,8 +957,9 @@ def _group(ctx, group, gid, reuse, nest_=None):
     # Below the threshold, or on one thread, the same chunks run in order in this
     # function: the same bits as on threads, and the loop compiled here, where LLVM
     # knows the arrays apart. A prange task is a function of its own whose arrays are
-    # all arguments that may overlap: on one thread a logistic regression's
-    # value_and_grad over 10^5 rows took 6.1 ms a call in the tasks, 4.8 ms so.
+    # all arguments that may overlap, and one thread gains nothing from it (a logistic
+    # regression's value_and_grad over 10^5 rows, one thread, before ``natural``: 6.1
+    # ms a call in the tasks, 4.8 ms in the kernel's own serial loop).
     lines.append(f"if {total} >= {PARALLEL_ELEMENTS} and threads() > 1:"
                  "   # large: in chunks on Numba's threads")
     lines += ["    " + line for line in _parallel_loops(ctx, group, sizes, acc, element,
@@ -1236,8 +1237,8 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     # on the stack of the function that runs the loop (each prange task has its own): an
     # array no store of the loop can touch, so LLVM keeps the lanes in vector registers.
     # A task's row of a heap array shared by the tasks may alias the arrays the loop
-    # writes (a logistic regression's value_and_grad, 10^5 rows, on one thread: 7.8 ms a
-    # call with such rows, 6.1 ms with these, 5.0 ms with no prange twin)
+    # writes (a logistic regression's value_and_grad, 10^5 rows, on one thread, before
+    # ``natural``: 7.8 ms a call with such rows, 6.1 ms with these, 5.0 ms with no twin)
     lines = [f"{lanes} = scratch({LANES}, {lane_init}, {names.dtype_code(r.dtype)})"]
     lines.append(f"{used} = {_smaller(LANES, length)}   # lanes in use: fewer on short rows")
     indent = ""
