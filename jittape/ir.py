@@ -98,6 +98,15 @@ def is_static(d):
     return not isinstance(d, Dim)
 
 
+def traced_size(shape):
+    """The number of elements of ``shape`` in the traced call (a Dim is an int: its size
+    then), what a size-dependent choice of the generated code goes by."""
+    total = 1
+    for d in shape:
+        total *= int(d)
+    return total
+
+
 def slice_length(n, start, stop, step):
     """The length of ``range(n)[start:stop:step]``, symbolic when ``n`` (or a bound) is."""
     value = len(range(int(n))[slice(_int(start), _int(stop), _int(step))])

@@ -102,9 +102,12 @@ def minimize(fun: Callable[..., Any], x0: Any, method: Any = "lbfgs", *, steps: 
     args = tuple(args)
     if value_and_grad is not None:
         step = _python_step(opt, value_and_grad, args)
+        state = opt.init(x)                # (updated eagerly: its own)
     else:
         step = _native_step(fun, opt)
-    return _drive(step, opt, x, steps, float(tol), args, callback, callback_every, progress)
+        state = _first_state(step, opt, x)
+    return _drive(step, opt, x, state, steps, float(tol), args, callback, callback_every,
+                  progress)
 
 
 def _optimizer(method, learning_rate, options):
@@ -333,8 +336,7 @@ def _np_unflat_like(flat, like):
 
 # -- the driver ------------------------------------------------------------------------------
 
-def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
-    state = _first_state(chunk, opt, x)
+def _drive(chunk, opt, x, state, steps, tol, args, callback, callback_every, progress):
     last = None                     # (value, x, grad) where the last chunk ended
     best = None                     # the lowest of those (what Ctrl-C returns)
     nit = nfev = 0
@@ -408,16 +410,12 @@ def _drive(chunk, opt, x, steps, tol, args, callback, callback_every, progress):
     return result
 
 
-_PYTHON_CHUNK = type(lambda: None)     # a Python-driven chunk: a function of _python_step
-
-
 def _first_state(chunk, opt, x):
     """``opt.init(x)``, made once per shape and dtype for a built-in optimizer's native
     chunk (4 of L-BFGS's 25 us of Python per small solve): a kernel never writes its
     inputs (a carry it updates in place is copied first) nor does the NumPy tier, and
-    the state never leaves jt.minimize. A Python-driven chunk updates eagerly: its own."""
-    if (x.__class__ is not np.ndarray or type(opt) not in _BUILT_IN
-            or chunk.__class__ is _PYTHON_CHUNK):
+    the state never leaves jt.minimize."""
+    if x.__class__ is not np.ndarray or type(opt) not in _BUILT_IN:
         return opt.init(x)
     try:
         made = _FIRST.setdefault(chunk, {})

@@ -28,6 +28,7 @@ the values of its own that later pieces read, not everything read later.
 import collections
 
 from .control import region_of
+from .ir import traced_size
 from .passes import projections, repeats
 from .passes.fuse import item_nodes, nest, schedule  # noqa: F401 (item_nodes: for printers)
 from .passes.memory import materialized, output_ids, plan_buffers, view_roots  # noqa: F401
@@ -188,18 +189,11 @@ def body_limit(nodes, limit):
     stack = list(nodes)
     while stack:
         node = stack.pop()
-        if _traced_elements(node.out) > SMALL_BODY:
+        if traced_size(getattr(node.out, "shape", ())) > SMALL_BODY:
             return limit
         for name in node.prim.regions:
             stack.extend(node.params[name].nodes)
     return limit * SMALL_BODY_FACTOR
-
-
-def _traced_elements(v):
-    total = 1
-    for d in getattr(v, "shape", ()):
-        total *= int(d)                  # a Dim is an int: its size in the trace
-    return total
 
 
 def weight(node, limit=None):

@@ -1098,10 +1098,7 @@ def _parallel_pays(ctx, group):
     red = group.reduce
     if red is not None and red.out.ndim > 0 and 0 in red.params["axis"]:
         return False
-    traced = 1
-    for d in group.domain:           # a Dim is an int: its size in the trace
-        traced *= int(d)
-    if traced < PARALLEL_ELEMENTS:
+    if ir.traced_size(group.domain) < PARALLEL_ELEMENTS:
         return False
     return sum(n.prim.cost for n in group.nodes) >= PARALLEL_WORK
 
