@@ -1250,21 +1250,42 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     # whose runs may be short). The element's code is written twice for it.
     whole = ctx.tmp("whole")
     lines += [f"{indent}{total} = {init_code}",
-              f"{indent}{whole} = {stop} - ({length}) % {LANES}   # where the shorter run starts",
-              f"{indent}for start in range({first}, {whole}, {LANES}):",
-              f"{indent}    for lane in range({LANES}):",
-              f"{indent}        {i} = {_from('start + lane', first)}"]
-    lines += element(indent + "        ")
-    lines.append(f"{indent}        {step}")
+              f"{indent}{whole} = {stop} - ({length}) % {LANES}   # where the shorter run starts"]
+    runs = indent
+    if _short_when_traced(group):
+        # A row shorter than LANES puts one element on each lane and then adds the lanes
+        # in order: the same additions as one accumulator taking the elements in order,
+        # which this loop does without the lanes' stores, loads and second loop (a loop
+        # over ten elements spent more on its lanes than on its elements: jt.minimize's
+        # Adam on a 10-dimensional Rosenbrock, 92 against 79 ns a step). Written only
+        # where the rows were short when traced: it is a third copy of the element's code.
+        lines.append(f"{indent}if {whole} == {first}:   # a short row: one accumulator")
+        lines += ([f"{indent}    for {i} in range({stop}):"] if first == "0" else
+                  [f"{indent}    for lane in range({length}):",
+                   f"{indent}        {i} = natural({first} + lane)"])
+        lines += element(indent + "        ")
+        lines += [f"{indent}        {total} = {update.format(acc=total, x=x)}",
+                  f"{indent}else:"]
+        runs = indent + "    "
+    lines += [f"{runs}for start in range({first}, {whole}, {LANES}):",
+              f"{runs}    for lane in range({LANES}):",
+              f"{runs}        {i} = {_from('start + lane', first)}"]
+    lines += element(runs + "        ")
+    lines.append(f"{runs}        {step}")
     if wide:                     # a float32 sum: into the float64 total every FLUSH elements
-        lines.append(f"{indent}    if (start + {LANES}) % {FLUSH} == 0:")
-        lines += [f"{indent}        {line}" for line in flush]
-    lines += [f"{indent}for lane in range({stop} - {whole}):",
-              f"{indent}    {i} = {_from(f'{whole} + lane', first)}"]
-    lines += element(indent + "    ")
-    lines.append(f"{indent}    {step}")
-    lines += [f"{indent}{line}" for line in flush]
+        lines.append(f"{runs}    if (start + {LANES}) % {FLUSH} == 0:")
+        lines += [f"{runs}        {line}" for line in flush]
+    lines += [f"{runs}for lane in range({stop} - {whole}):",
+              f"{runs}    {i} = {_from(f'{whole} + lane', first)}"]
+    lines += element(runs + "    ")
+    lines.append(f"{runs}    {step}")
+    lines += [f"{runs}{line}" for line in flush]
     return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
+
+
+def _short_when_traced(group):
+    """Whether the rows of a lane reduction were shorter than LANES in the traced call."""
+    return int(group.domain[-1]) < LANES
 
 
 def _alloc(ctx, v, reuse, shape, fill=None):
