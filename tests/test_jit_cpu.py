@@ -189,6 +189,21 @@ def test_short_rows_reduce_as_their_lanes_would(cache_dir):
     assert np.isnan(short_first(nan, y10)) and np.isnan(long_first(nan, y10))
 
 
+def test_complex_short_rows_keep_their_lanes(cache_dir):
+    # (1+0j) * x is not x where x has a zero part: one accumulator would change the
+    # bits of a complex product (a lane starts at 1+0j)
+    def rows(x):
+        return jt.fori_loop(0, 1, lambda k, acc: acc + jt.reduce_prod(x, axis=-1),
+                            jt.zeros((2,), np.complex128))
+    short_first, long_first = jt.function(rows), jt.function(lambda x: rows(x))
+    assert "a short row" not in short_first.lower(np.ones((2, 10), complex)).source
+    long_first(np.ones((2, 100), complex))          # its kernel traced on long rows
+    x = np.array([[complex(0.0, -2.0), complex(-0.0, -0.0)],
+                  [complex(-0.0, 0.0), complex(1.0, -0.0)]])
+    assert short_first(x).tobytes() == long_first(x).tobytes()
+    assert long_first.cache_info().traces == 1
+
+
 # -- signatures and the in-memory cache -------------------------------------------------
 
 def test_batch_sizes_trace_and_compile_once(cache_dir):

@@ -1291,8 +1291,12 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
 
 
 def _short_when_traced(ctx, group):
-    """Whether a lane reduction in a loop's body had rows shorter than LANES when traced."""
-    return ctx.in_loop and int(group.domain[-1]) < LANES
+    """Whether a lane reduction in a loop's body had rows shorter than LANES when traced.
+    Not a complex one: a lane of a complex product starts at 1+0j, and (1+0j) * x is not
+    x where x has a zero part (its sign may flip, an infinite part gives NaN), so one
+    accumulator would not give the lanes' bits."""
+    return (ctx.in_loop and int(group.domain[-1]) < LANES
+            and group.reduce.out.dtype.kind != "c")
 
 
 def _alloc(ctx, v, reuse, shape, fill=None):
