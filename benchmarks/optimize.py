@@ -59,7 +59,9 @@ the column's arrays, before any clock. Then:
   imports not (``import_s`` says what they took). jittape's first calls are tiered as a
   user's are (they run on NumPy while the kernel compiles in the background); how long
   the compiles ran on after the first solve had returned is ``background_compile_wait_s``;
-* warm: after the first solve, after jittape's background compiles have finished and
+* warm: after the first solve, after jittape's background compiles have finished (and
+  its kernels compiled that had not begun to: on one core a compile waits until the
+  calls have run a while on NumPy) and
   one more solve (untimed: the kernels' first calls), the same solve ``--repeat`` times
   with the solver already made, and again while the solves have taken under 0.2 s (at
   most 200: a solve of microseconds runs slower its first few times, in every column);
@@ -579,10 +581,15 @@ def solve(system, problem, method, tol, cold, data=None):
 
 def _finish_background_compiles():
     """Wait for the kernels jittape compiles in the background (tiered first calls), so
-    that warm solves run compiled code."""
+    that warm solves run compiled code; then tiered calls off, so that a kernel whose
+    compile has not begun (on one core it begins once the calls have run a while on
+    NumPy: ``compiler.cache.ONE_CORE_HOT``) compiles at its next call."""
     for thread in threading.enumerate():
         if thread.name.startswith("jittape compile"):
             thread.join()
+    jittape = sys.modules.get("jittape")
+    if jittape is not None:
+        jittape.config.tiered = False
 
 
 WARM_SECONDS = 0.2     # warm solves of a point: at least its repeat, more within this

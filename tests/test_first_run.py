@@ -201,7 +201,10 @@ def test_a_process_that_waits_for_a_compile_at_exit_says_so(tmp_path):
     """A tiered first call returns at once; the process then waits at exit for the
     compile it began (so that the next run loads it), and says why."""
     env = dict(os.environ, JITTAPE_CACHE_DIR=str(tmp_path / "cache"), JITTAPE_TIERED="1")
+    # (a process with a core to spare: on one core the compile would begin only once
+    # the calls had run a while, test_tiered)
     proc = subprocess.run([sys.executable, "-c", "import numpy as np, jittape as jt\n"
+                           "jt.compiler.cache._one_core = lambda: False\n"
                            "print(float(jt.grad(lambda x: jt.sum(jt.sin(x) * x))(np.ones(3))[0]))"],
                           env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jittape as jt
+from jittape.compiler import cache
 from jittape.codegen import build, cpu
 from jittape import schedule
 from test_packing import _close, _eager
@@ -120,6 +121,7 @@ def test_an_error_in_a_later_part_names_its_line():
 
 def test_tiered_calls_then_the_parts(monkeypatch):
     monkeypatch.setattr(jt.config, "tiered", True)
+    monkeypatch.setattr(cache, "_one_core", lambda: False)   # (the compile starts at once)
     layers, x = _layers([3, 5, 4, 6, 3, 2]), RNG.normal(size=(2, 3))
     f = jt.value_and_grad(_uneven)
     first = f(layers, x)                          # on NumPy; the parts compile meanwhile

@@ -5,6 +5,7 @@ The background compile waits on a gate that each test opens when it wants the ke
 (``gate``), so what runs where never depends on timing.
 """
 
+import os
 import threading
 
 import numpy as np
@@ -22,6 +23,7 @@ def gate(monkeypatch):
     """Tiered calls on; background compiles wait until ``gate.set()``. Records the
     compiles started in ``gate.started``."""
     monkeypatch.setattr(jt.config, "tiered", True)
+    monkeypatch.setattr(cache, "_one_core", lambda: False)   # (a core to spare: at once)
     opened = threading.Event()
     opened.started = []
     compile_kernel = build._compile_in_background
@@ -264,6 +266,36 @@ def test_a_failed_background_compile_compiles_at_the_next_call(gate, monkeypatch
     info = f.cache_info()
     assert (info.python_calls, info.compiles) == (1, 1)
     _close(first, second, 1e-12)
+
+
+def test_on_one_core_the_compile_waits_until_the_calls_are_hot(gate, monkeypatch):
+    # on one core a compile would take half of it from the calls: it begins once they
+    # have run ONE_CORE_HOT seconds on NumPy, so that a short run ends at NumPy's speed
+    monkeypatch.setattr(cache, "_one_core", lambda: True)
+    monkeypatch.setattr(cache, "ONE_CORE_HOT", 1e9)
+    f = jt.value_and_grad(mlp_loss)
+    params, x = _mlp()
+    first = f(params, x)
+    f(params, x)
+    assert gate.started == [] and not build.compiling(_entry(f).built)
+    assert f.cache_info().python_calls == 2
+    monkeypatch.setattr(cache, "ONE_CORE_HOT", 0.0)       # as after enough of them
+    f(params, x)
+    assert len(gate.started) == 1 and build.compiling(_entry(f).built)
+    gate.set()
+    build.wait(_entry(f).built)
+    _close(f(params, x), first, 1e-12)
+    info = f.cache_info()
+    assert (info.python_calls, info.compiles) == (3, 1)
+
+
+def test_one_core_is_the_process_affinity(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert cache._one_core()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert not cache._one_core()
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert not cache._one_core()
 
 
 def test_threads_share_the_python_tier_and_the_kernel(gate):
