@@ -176,7 +176,7 @@ def test_short_rows_reduce_as_their_lanes_would(cache_dir):
     assert short_first.lower(x10, y10).source.count("a short row") == 4
     assert "a short row" not in long_first.lower(x300, y300).source
     assert "a short row" not in jt.function(lambda x: jt.reduce_sum(x)).lower(x10).source
-    for n in (1, 10, 63, 64, 65, 300, 5000):
+    for n in (1, 10, 16, 17, 63, 64, 65, 300, 5000):
         x, y = rng.normal(size=n), rng.normal(size=n).astype(np.float32)
         x[n // 2] = -0.0
         a, b = short_first(x, y), long_first(x, y)

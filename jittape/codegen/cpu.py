@@ -1263,10 +1263,10 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
         # which this loop does without the lanes' stores, loads and second loop (a loop
         # over ten elements spent more on its lanes than on its elements). It is a third
         # copy of the element's code, so only where it pays: in a loop's body, on rows
-        # that were short when traced. jt.minimize on a 10-dimensional Rosenbrock: Adam
-        # 99 -> 85 us a solve, L-BFGS 45 -> 34 us; their kernels compile in 3.2 and
-        # 13.4 s on one core instead of 2.3 and 10.9.
-        lines.append(f"{indent}if {whole} == {first}:   # a short row: one accumulator")
+        # of at most SHORT_ROW elements (when traced, and in the call). jt.minimize on a
+        # 10-dimensional Rosenbrock: Adam 99 -> 85 us a solve, L-BFGS 45 -> 34 us; their
+        # kernels compile in 3.2 and 13.4 s on one core instead of 2.3 and 10.9.
+        lines.append(f"{indent}if {length} <= {SHORT_ROW}:   # a short row: one accumulator")
         lines += ([f"{indent}    for {i} in range({stop}):"] if first == "0" else
                   [f"{indent}    for lane in range({length}):",
                    f"{indent}        {i} = natural({first} + lane)"])
@@ -1290,12 +1290,19 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
 
 
+SHORT_ROW = 16      # a row of at most this many elements is reduced by one accumulator
+                    # in a loop's body: Adam's step (jt.minimize on Rosenbrock) with rows
+                    # of 8 to 16 took 66-87 ns against 76-99 on lanes, the same from 20 to
+                    # 24, and 3-7% longer from 32 to 63 (one chain of dependent additions)
+
+
 def _short_when_traced(ctx, group):
-    """Whether a lane reduction in a loop's body had rows shorter than LANES when traced.
+    """Whether a lane reduction in a loop's body had rows of at most SHORT_ROW elements
+    when traced.
     Not a complex one: a lane of a complex product starts at 1+0j, and (1+0j) * x is not
     x where x has a zero part (its sign may flip, an infinite part gives NaN), so one
     accumulator would not give the lanes' bits."""
-    return (ctx.in_loop and int(group.domain[-1]) < LANES
+    return (ctx.in_loop and int(group.domain[-1]) <= SHORT_ROW
             and group.reduce.out.dtype.kind != "c")
 
 
