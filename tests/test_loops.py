@@ -389,6 +389,62 @@ def test_a_while_loop_that_runs_no_step_leaves_its_inputs_alone():
     assert not np.shares_memory(y, x)
 
 
+def _corrected(x, lr, start):
+    # a step count, a halving carry and the scalars made from them (as Adam's bias
+    # corrections) before the step's array work
+    def body(c):
+        x, k, decay = c
+        t = jt.cast(k, jt.float64) + 1.0
+        scale = lr * decay / (1.0 - 0.9 ** t) / jt.sqrt(1.0 - 0.999 ** t)
+        return x - scale * jt.sin(x), k + 1, decay * 0.5
+    return jt.while_loop(lambda c: c[1] < 20, body, (x, start, jt.ones((), np.float64)))[0]
+
+
+def _while_regions(f, args):
+    """The while regions of compiled ``f``'s optimized graph for ``args``."""
+    graph = f._entry_for(args).graph
+    return [n for n in graph.all_nodes() if getattr(n.prim, "role", None) == "while"]
+
+
+@pytest.mark.parametrize("nesting", ["alone", "in a fori_loop"])
+def test_scalars_of_a_loops_counters_are_computed_a_step_ahead(monkeypatch, nesting):
+    # the chain from the counters (the step count, the halving carry, the captured
+    # rate) is a carry computed by the step before: the same operations on the same
+    # values, the same bits as without the pass, and no step more or less
+    def f(x, lr, start):
+        if nesting == "alone":
+            return _corrected(x, lr, start)
+        return jt.fori_loop(0, 2, lambda i, y: _corrected(y, lr, start), x)
+
+    args = (np.array([0.5, -1.2, 2.0]), np.float64(0.1), np.int64(0))
+    ahead = jt.function(f)
+    got = ahead(*args)
+    (loop,) = _while_regions(ahead, args)
+    assert loop.params["carries"] > 3
+    monkeypatch.setattr(jt.passes, "steps_ahead", lambda graph, ids: graph)
+    plain = jt.function(lambda *a: f(*a))
+    assert got.tobytes() == plain(*args).tobytes()
+    (loop,) = _while_regions(plain, args)
+    assert loop.params["carries"] == 3
+    for start in (np.int64(5), np.int64(20), np.int64(25)):   # fewer steps, none
+        more = (args[0], args[1], start)
+        assert ahead(*more).tobytes() == plain(*more).tobytes()
+    if nesting == "alone":
+        np.testing.assert_array_equal(ahead(args[0], args[1], np.int64(20)), args[0])
+        eager = _corrected(jt.constant(args[0]), jt.constant(args[1]), jt.constant(args[2]))
+        np.testing.assert_allclose(got, eager.numpy(), rtol=1e-13)
+
+
+def test_check_numerics_keeps_a_loops_scalars_in_their_step(monkeypatch):
+    # its checks would see the chain's values a step past the loop's end
+    monkeypatch.setattr(jt.config, "check_numerics", True)
+    args = (np.array([0.5, -1.2, 2.0]), np.float64(0.1), np.int64(0))
+    f = jt.function(_corrected)
+    assert np.all(np.isfinite(f(*args)))
+    (loop,) = _while_regions(f, args)
+    assert loop.params["carries"] == 3
+
+
 def test_a_size_times_a_float_is_a_float_in_a_body():
     """``n * 1.0``, ``1.0 * n``, ``0.0 + n`` and ``n // 1.0`` of a traced size are floats, as in
     Python (a regression: they came back as the size itself, and a scan's y was int64)."""

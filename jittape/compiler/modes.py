@@ -216,7 +216,7 @@ class Modes:
             for var, value in trace.guards:
                 guards.append((len(outputs), value))
                 outputs.append(var)
-        graph = passes.optimize(trace.graph(outputs))
+        graph = passes.optimize(trace.graph(outputs), check_numerics=key[3])
         graph.writes, graph.guards, graph.check_numerics = writes, guards, key[3]
         graph.parallel = key[4]
         if self.target == "cpu":           # stacked inputs passed stacked (not on devices)

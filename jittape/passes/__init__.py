@@ -1,5 +1,6 @@
 """Graph passes: size canonicalization, simplification, dead-code elimination, common
-subexpressions, fusion, buffer reuse, and the kernel's packed inputs and outputs."""
+subexpressions, loops' counter chains a step ahead, fusion, buffer reuse, and the
+kernel's packed inputs and outputs."""
 
 from .dce import dce  # noqa: F401
 from .cse import cse  # noqa: F401
@@ -8,17 +9,22 @@ from .sizes import canonical_sizes, implied_bounds_dropped  # noqa: F401
 from .fuse import Group, Nest, nest, schedule  # noqa: F401
 from .memory import plan_buffers  # noqa: F401
 from .packing import pack_arguments  # noqa: F401
+from .ahead import steps_ahead
 from .remat import fresh_ids, spread_into_bodies
 from ..ir import Graph, Var
 
 
-def optimize(graph):
+def optimize(graph, check_numerics=False):
     """The passes every compiled graph goes through, in order; a region's body goes
     through them first, on its own (its nodes depend on the loop's values, so nothing
     of it merges with the nodes around it), once the outputs of the region that
-    nothing reads are dropped from it."""
+    nothing reads are dropped from it. Then, but under ``check_numerics``, the scalars
+    that while loops compute from their counters are computed a step ahead (``ahead``)."""
     graph = dce(canonical_sizes(implied_bounds_dropped(graph)))
-    _optimize_regions(graph, fresh_ids(graph))
+    ids = fresh_ids(graph)
+    _optimize_regions(graph, ids)
+    if not check_numerics:
+        graph = steps_ahead(graph, ids)
     return dce(cse(simplify(graph)))
 
 
