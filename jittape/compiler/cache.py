@@ -77,8 +77,8 @@ def _start_compile(entry):
     starts once the calls have run ONE_CORE_HOT seconds on NumPy (a run that needs the
     kernel), so that a short run ends at NumPy's speed and a long one starts its compile
     at most that much later. jt.minimize's Adam, 1000 steps on a Rosenbrock function in
-    10^4 dimensions, pinned to one core: 0.48 s to the answer from a cold start, 0.23 s
-    with this (JAX: 0.28 s)."""
+    10^4 dimensions, pinned to one core: 0.48 s to the answer from a cold start,
+    0.17-0.24 s with this (JAX: 0.25-0.32 s)."""
     return entry.python_time >= ONE_CORE_HOT or not _one_core()
 
 
