@@ -191,6 +191,43 @@ def test_a_nan_gradient_ends_the_loop_and_nan_tol_is_refused():
         jt.minimize(rosen, np.zeros(2), tol=float("nan"))
 
 
+CONVERGENCE_CASES = [
+    [0.5, -0.2], [0.5, -2.0], [0.0, 0.0], [1e-300, -1e-300], [np.nan, 5.0], [0.5, np.nan],
+    [np.inf, 0.0], [-np.inf, np.nan], [0.1, 0.1000001], [-0.0],
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("tol", [0.1, 0.0, 1.0])
+def test_the_test_of_convergence_is_the_largest_components_without_computing_it(tol, dtype):
+    # the loops test convergence with small integer codes (a sum or maximum of floats is
+    # costlier there); ``== 1`` must hold exactly where max(|g|) > tol does, NaN included
+    for case in CONVERGENCE_CASES:
+        g = np.array(case, dtype)
+        want = bool(np.max(np.abs(g)) > tol)       # False where a component is NaN
+        tree = {"a": g, "b": np.abs(g[::-1])}
+        want_tree = bool(max(np.max(np.abs(g)), np.max(np.abs(g[::-1]))) > tol)
+        assert bool(optimize._beyond(jt.constant(g), tol) == 1) == want, case
+        compiled = jt.function(lambda v, t: optimize._beyond(v, t) == 1)
+        assert bool(compiled(g, np.float64(tol))) == want, case
+        both = jt.function(lambda v, t: optimize._beyond(v, t) == 1)
+        assert bool(both(tree, np.float64(tol))) == want_tree, case
+
+
+@pytest.mark.parametrize("method", ["adam", "lbfgs"])
+def test_a_loop_stops_at_tol_on_its_largest_component(method):
+    # the step at which the loop stops is the first whose gradient is within tol
+    def f(x):
+        return jnp.sum((x - jnp.asarray([1.0, -2.0, 3.0])) ** 2)
+    got = jt.minimize(f, np.zeros(3), method=method, steps=5000, tol=1e-3,
+                      **({"learning_rate": 0.05} if method == "adam" else {}))
+    assert got.success and np.max(np.abs(got.jac)) <= 1e-3
+    if method == "adam":
+        before = jt.minimize(f, np.zeros(3), method=method, steps=got.nit - 1, tol=1e-3,
+                             learning_rate=0.05)
+        assert not before.success and np.max(np.abs(before.jac)) > 1e-3
+
+
 def test_the_result_is_the_last_point_with_its_own_status():
     def f(x):
         return jnp.sum(x ** 4 - 2 * x ** 2 + 0.3 * x)
