@@ -30,7 +30,7 @@ import collections
 from .control import region_of
 from .ir import traced_size
 from .passes import projections, repeats
-from .passes.fuse import item_nodes, nest, schedule  # noqa: F401 (item_nodes: for printers)
+from .passes.fuse import follow, item_nodes, nest, schedule  # noqa: F401 (item_nodes: for printers)
 from .passes.memory import materialized, output_ids, plan_buffers, view_roots  # noqa: F401
 
 
@@ -38,9 +38,10 @@ class Policy:
     """What a backend's code can do (see the module's docstring)."""
 
     def __init__(self, backend, joinable=None, shared=lambda prim: False, part_nodes=None,
-                 placements=False):
+                 placements=False, shifts=False):
         self.backend = backend
         self.placements = placements      # placements join groups (passes/fuse.py)
+        self.shifts = shifts              # a group may run in an earlier one's loop (fuse.shifted)
         self.joinable = joinable          # joinable(graph) -> None or (group, nest) -> bool
         self.shared = shared
         self.part_nodes = part_nodes
@@ -109,6 +110,8 @@ class Program:
                              [self.block(chunk, live, reuse_buffers, split=False)
                               for chunk, live in zip(cut, _lives(cut, live_out))])
         order = schedule(nodes, live_out, self.policy.placements)
+        if self.policy.shifts:
+            order = follow(order)
         if self._joinable is not None:
             order = nest(order, self._joinable, live_out)
         reuse = {}

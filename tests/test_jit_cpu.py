@@ -204,6 +204,104 @@ def test_complex_short_rows_keep_their_lanes(cache_dir):
     assert long_first.cache_info().traces == 1
 
 
+def rosenbrock_terms(x):
+    return jt.reduce_sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+def three_point_terms(x):          # slices [2:], [1:-1], [:-2]: offsets 2, 1 and 0
+    return jt.reduce_sum(jt.sin(x[2:]) * x[:-2] + x[1:-1] * x[2:] - 0.5 * x[:-2] * x[1:-1])
+
+
+def four_point_terms(x):           # offsets 3, 2, 1 and 0 in one loop over n - 3
+    return jt.reduce_sum(x[3:] * x[:-3] - jt.cos(x[2:-1]) * x[1:-2])
+
+
+def both_terms(x):                 # the gradient's assembly reads two loops, over n - 1 and n - 2
+    return rosenbrock_terms(x) + three_point_terms(x)
+
+
+def stencils(terms, x, tol):
+    with jt.GradientTape() as tape:
+        tape.watch(x)
+        v = terms(x)
+    g = tape.gradient(v, x)
+    code = jt.reduce_max(jt.cast(jt.abs(g) > tol, np.int8) + jt.cast(jt.isnan(g), np.int8) * 2)
+    return v, g, code
+
+
+def _numpy_gradient(terms, x):
+    g = np.zeros_like(x)
+    if terms in (rosenbrock_terms, both_terms) and x.size >= 2:
+        d = x[1:] - x[:-1] ** 2
+        g[1:] += 200.0 * d
+        g[:-1] += -400.0 * d * x[:-1] - 2.0 * (1.0 - x[:-1])
+    if terms is four_point_terms and x.size >= 4:
+        g[3:] += x[:-3]
+        g[:-3] += x[3:]
+        g[2:-1] += np.sin(x[2:-1]) * x[1:-2]
+        g[1:-2] += -np.cos(x[2:-1])
+    if terms in (three_point_terms, both_terms) and x.size >= 3:
+        g[2:] += np.cos(x[2:]) * x[:-2] + x[1:-1]
+        g[:-2] += np.sin(x[2:]) - 0.5 * x[1:-1]
+        g[1:-1] += x[2:] - 0.5 * x[:-2]
+    return g
+
+
+@pytest.mark.parametrize("terms", [rosenbrock_terms, three_point_terms, four_point_terms,
+                                   both_terms])
+def test_a_slices_gradient_runs_in_the_loop_that_computes_it(terms, cache_dir, monkeypatch):
+    # the gradient of x[1:] and x[:-1], summed, runs in the loop computing what it places
+    # (its operands of offset d carried d iterations in registers): the same bits as the
+    # loops apart, at every length, with its own integer reduction, in a loop's body too
+    def looped(x, tol):
+        return jt.fori_loop(0, 3, lambda k, c: stencils(terms, x + 0.001 * jt.cast(k, np.float64), tol),
+                            stencils(terms, x, tol))
+    fused, fused_looped = jt.function(lambda x, tol: stencils(terms, x, tol)), jt.function(looped)
+    x = np.linspace(0.5, 1.5, 100)
+    assert "and in the same loop" in fused.lower(x, 0.5).source
+    assert "and in the same loop" in fused_looped.lower(x, 0.5).source
+    import jittape.passes.fuse as fuse_pass
+    monkeypatch.setattr(fuse_pass, "shifted", lambda a, b: None)
+    apart = jt.function(lambda x, tol: stencils(terms, x, tol))
+    apart_looped = jt.function(lambda x, tol: looped(x, tol))
+    assert "and in the same loop" not in apart.lower(x, 0.5).source
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 4, 5, 10, 17, 63, 64, 65, 66, 100, 300):
+        x = rng.normal(size=n)
+        if n > 5:
+            x[n // 2] = -0.0
+        for tol in (0.5, 1e9):
+            for a, b in ((fused, apart), (fused_looped, apart_looped)):
+                got, want = a(x, tol), b(x, tol)
+                assert all(np.asarray(u).tobytes() == np.asarray(w).tobytes()
+                           for u, w in zip(got, want)), (n, tol)
+            g = _numpy_gradient(terms, x)
+            np.testing.assert_allclose(fused(x, tol)[1], g, rtol=1e-12, atol=1e-12)
+            want_code = 1 if np.any(np.abs(g) > tol) else 0
+            assert int(fused(x, tol)[2]) == want_code, (n, tol)
+    x = rng.normal(size=40)
+    x[7] = np.nan
+    assert int(fused(x, 0.5)[2]) == 2 and int(apart(x, 0.5)[2]) == 2
+
+
+def test_only_an_order_free_reduction_follows_into_a_loop(cache_dir):
+    # a float reduction of the placed values has an order of its own (lanes): its loop
+    # stays apart; so does one whose slice places its operand ahead (x[:-1] read at i + 1)
+    def summed(x):
+        with jt.GradientTape() as tape:
+            tape.watch(x)
+            v = jt.reduce_sum(jt.sin(x[1:]) * x[:-1])
+        g = tape.gradient(v, x)
+        return jt.reduce_sum(g * g)
+    x = np.linspace(0.1, 2.0, 50)
+    f = jt.function(summed)
+    assert "and in the same loop" not in f.lower(x).source
+    g = np.zeros_like(x)
+    g[1:] += np.cos(x[1:]) * x[:-1]
+    g[:-1] += np.sin(x[1:])
+    np.testing.assert_allclose(f(x), np.sum(g * g), rtol=1e-12)
+
+
 # -- signatures and the in-memory cache -------------------------------------------------
 
 def test_batch_sizes_trace_and_compile_once(cache_dir):

@@ -191,6 +191,19 @@ def test_a_nan_gradient_ends_the_loop_and_nan_tol_is_refused():
         jt.minimize(rosen, np.zeros(2), tol=float("nan"))
 
 
+def test_adams_step_shares_a_loop_and_computes_its_next_corrections_first():
+    # the gradient's assembly from its slices runs in the loop of the loss's gradient
+    # (passes.fuse.shifted), and the next step's bias corrections go before that loop,
+    # not after it, where the next step would wait for them (passes.fuse.follow)
+    opt = optimize._optimizer("adam", 0.01, {})
+    chunk = optimize._native_step(rosen, opt)
+    x = np.linspace(0.5, 1.5, 10)
+    source = chunk.lower(x, opt.init(x), np.int64(5), np.float64(1e-6)).source
+    body = source[source.index("while True:"):]
+    assert body.count("and in the same loop") == 1
+    assert 0 < body.index(" ** ") < body.index("and in the same loop")
+
+
 CONVERGENCE_CASES = [
     [0.5, -0.2], [0.5, -2.0], [0.0, 0.0], [1e-300, -1e-300], [np.nan, 5.0], [0.5, np.nan],
     [np.inf, 0.0], [-np.inf, np.nan], [0.1, 0.1000001], [-0.0],

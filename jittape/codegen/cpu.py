@@ -24,6 +24,7 @@ from .. import ir
 from ..ir import Var
 from ..passes import Group, Nest
 from .. import schedule
+from ..passes import fuse
 from ..passes.fuse import row_reduction
 from ..ops.core import COSTLY
 from . import mathlib, names
@@ -483,7 +484,8 @@ def _joinable(graph):
 
 def policy():
     """What the CPU's code can do (``schedule.Policy``)."""
-    return schedule.Policy("cpu", joinable=_joinable, part_nodes=PART_NODES, placements=True)
+    return schedule.Policy("cpu", joinable=_joinable, part_nodes=PART_NODES, placements=True,
+                           shifts=True)
 
 
 def _narrow_scalars(graph):
@@ -793,14 +795,42 @@ def _size_checks(ctx, graph):
 def _render(ctx, block):
     """The lines of a scheduled ``block`` (``schedule.Block``, not in pieces)."""
     body = []
-    for item in block.items:
+    items = block.items
+    k = 0
+    while k < len(items):
+        item = items[k]
         if isinstance(item, Nest):
             body.extend(_nest(ctx, item, block.reuse))
         elif isinstance(item, Group):
-            body.extend(_group(ctx, item, ctx.tmp("g"), block.reuse))
+            follower = _follower(ctx, item, items[k + 1] if k + 1 < len(items) else None)
+            body.extend(_group(ctx, item, ctx.tmp("g"), block.reuse, follower=follower))
+            k += follower is not None
         else:
             body.extend(_node(ctx, item))
+        k += 1
     return body
+
+
+def _follower(ctx, a, b):
+    """(``b``, its placements' offsets) where group ``b``, next after group ``a``, runs in
+    ``a``'s loop (``passes.fuse.shifted``); else None. Not where either is one op with a
+    lowering of its own, nor where ``a``'s loop has a parallel twin (its chunks run
+    apart), nor under check_numerics (its checks would raise in another order)."""
+    offsets = fuse.shifted(a, b)
+    if (offsets is None or ctx.check_numerics or _parallel_pays(ctx, a)
+            or _lone(a, {}) is not None or _lone(b, {}) is not None):
+        return None
+    return b, offsets
+
+
+def _lone(group, reuse):
+    """The group's one op where it has a lowering of its own (a fill: runtime.full) and
+    is emitted as that op, not as a loop; else None."""
+    lone = group.nodes[0] if len(group.nodes) == 1 and group.reduce is None else None
+    if (lone is not None and len(group.domain) and "cpu" in lone.prim.lowerings
+            and lone.out.id not in reuse):
+        return lone
+    return None
 
 
 def _nests(graph, group, open_nest):
@@ -858,20 +888,9 @@ def _index(var, rank, axes=None):
     return ", ".join(items)
 
 
-def _group(ctx, group, gid, reuse, nest_=None):
-    """The group's loops (lines); in a nest, (lines before the nest's loop over the rows,
-    lines of one row at index ``i0``, lines after the loop)."""
-    rank = len(group.domain)
-    lone = group.nodes[0] if len(group.nodes) == 1 and group.reduce is None else None
-    if (lone is not None and nest_ is None and rank and "cpu" in lone.prim.lowerings
-            and lone.out.id not in reuse):
-        # one op with a lowering of its own (a fill: runtime.full): no loop to compile
-        return _node(ctx, lone)
-    comments = [f"# fused loop over {ir.shape_text(group.domain, ctx.graph.sizes) or 'a scalar'}:"]
-    comments += ["#   " + _comment(ctx, n)[2:] for n in group.nodes]
-    if group.reduce is not None:
-        comments.append("#   " + _comment(ctx, group.reduce)[2:])
-    lines = [] if nest_ else comments
+def _sizes(ctx, group, gid, lines):
+    """The names (or numbers) of the group's loop sizes, computing those that are
+    expressions into names first (``lines``)."""
     sizes = []                             # a size's name, or the number itself
     for a, d in enumerate(group.domain):
         size = ctx.loop_size(d)
@@ -879,30 +898,17 @@ def _group(ctx, group, gid, reuse, nest_=None):
             lines.append(f"{names.size_name(gid, a)} = {size}")
             size = names.size_name(gid, a)
         sizes.append(size)
+    return sizes
+
+
+def _element_code(ctx, group, placed, nest_=None):
+    """``operand(v, dtype)``: the source of ``v``'s element at the loop's indices (a
+    member's register, an array's element, a scalar, a literal); ``element(indent)``: the
+    lines of the group's elementwise work there, each placement's element being
+    ``placed[its out id]``."""
+    rank = len(group.domain)
     members = {n.out.id for n in group.nodes}
-    # arrays this loop writes
-    for n in group.nodes:
-        v = n.out
-        if v.id in group.outputs and rank > 0:
-            lines.extend(_alloc(ctx, v, reuse, "(" + ", ".join(sizes) + ",)"))
-    red = group.reduce
-    acc = None
-    if red is not None:
-        r = red.out
-        init, _ = red.prim.lowerings["reduce"]
-        acc_dtype = _accumulator_dtype(red)
-        if r.ndim == 0:
-            acc = ctx.tmp("acc")
-            lines.append(f"{acc} = {names.literal_code(init(r.dtype), acc_dtype)}")
-        elif _row_accumulator(group):      # each element written once, from a register
-            if r.id not in group.registers:
-                lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape)))
-        else:
-            lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape), fill=init(r.dtype)))
-    # (sizes that must match were checked on entry: graph.checks)
     full = ", ".join(names.index_name(a) for a in range(rank))
-    placed = {n.out.id: _placement(ctx, n, group.placements[n.out.id], sizes, lines)
-              for n in group.nodes if n.out.id in group.placements}
 
     def operand(v, dtype):
         if isinstance(v, Var):
@@ -949,6 +955,131 @@ def _group(ctx, group, gid, reuse, nest_=None):
                     out.append(f"{indent}{names.value_name(n.out)} = {t}")
         return out
 
+    return operand, element
+
+
+def _followed(ctx, group, sizes, element, follower, reuse, lines):
+    """The follower's work in the group's loop (``passes.fuse.shifted``): its arrays and
+    registers are made before the loop (``lines``); returns ``element`` with its element
+    i after the group's, the lines (at an indent) for its elements past the group's last
+    (at most a few: where its slices start and stop), and those of its reduction's
+    result, after the loop."""
+    b, offsets = follower
+    lines.append(f"# ... and in the same loop, one element each, the loop over "
+                 f"{ir.shape_text(b.domain, ctx.graph.sizes)}:")
+    lines += ["#   " + _comment(ctx, n)[2:] for n in b.nodes]
+    if b.reduce is not None:
+        lines.append("#   " + _comment(ctx, b.reduce)[2:])
+    bsizes = _sizes(ctx, b, ctx.tmp("g"), lines)
+    for n in b.nodes:
+        if n.out.id in b.outputs:
+            lines.extend(_alloc(ctx, n.out, reuse, f"({bsizes[0]},)"))
+    # a source's values of the last iterations, newest first: registers[id][s] holds its
+    # value of s + 1 iterations before (zero before the first: what a slice places there)
+    depth = {}
+    for n in b.nodes:
+        if n.out.id in offsets:
+            src = n.inputs[0]
+            depth[src.id] = max(depth.get(src.id, 0), offsets[n.out.id])
+    sources = {n.inputs[0].id: n.inputs[0] for n in b.nodes if n.out.id in offsets}
+    registers = {}
+    for vid, d in depth.items():
+        zero = names.literal_code(0, sources[vid].dtype)
+        registers[vid] = [ctx.tmp("shifted") for _ in range(d)]
+        lines += [f"{r} = {zero}" for r in registers[vid]]
+    red = b.reduce
+    acc = None
+    if red is not None:
+        init, step = red.prim.lowerings["reduce"]
+        acc = ctx.tmp("acc")
+        lines.append(f"{acc} = {names.literal_code(init(red.out.dtype), _accumulator_dtype(red))}")
+
+    arrays = {n.out.id: _placement(ctx, n, b.placements[n.out.id], bsizes, lines)
+              for n in b.nodes if n.out.id in b.placements and n.out.id not in offsets}
+    past_index = ctx.tmp("past")                 # the elements past the loop's last: 0, 1, ...
+
+    def placed(within):
+        out = dict(arrays)                       # (from arrays computed before)
+        for n in b.nodes:
+            if n.out.id not in offsets:
+                continue
+            d, src = offsets[n.out.id], n.inputs[0]
+            if within:
+                out[n.out.id] = names.temp_name(src) if d == 0 else registers[src.id][d - 1]
+            else:                                # element len + k: the source's at len + k - d
+                code = names.literal_code(0, n.out.dtype)
+                for s in range(d - 1, -1, -1):
+                    code = f"({registers[src.id][s]} if {past_index} == {d - 1 - s} else {code})"
+                out[n.out.id] = code
+        return out
+
+    operand, inner = _element_code(ctx, b, placed(True))
+    _, past = _element_code(ctx, b, placed(False))
+    x = operand(red.inputs[0], red.out.dtype) if red is not None else None
+    add = [f"{acc} = {step.format(acc=acc, x=x)}"] if red is not None else []
+
+    def both(indent):
+        out = element(indent) + inner(indent) + [indent + line for line in add]
+        for vid, regs in registers.items():
+            if regs:
+                out += [f"{indent}{regs[s]} = {regs[s - 1]}" for s in range(len(regs) - 1, 0, -1)]
+                out.append(f"{indent}{regs[0]} = {names.temp_name(sources[vid])}")
+        return out
+
+    i = names.index_name(0)
+
+    def beyond(indent):                      # its elements past the loop's last
+        return ([f"{indent}for {past_index} in range({bsizes[0]} - {sizes[0]}):"
+                 "   # past the loop's last",
+                 f"{indent}    {i} = {sizes[0]} + {past_index}"]
+                + past(indent + "    ") + [f"{indent}    {line}" for line in add])
+
+    after = (_accumulate(ctx, red, 0, acc, None, "", final=True, add=False)
+             if red is not None else [])
+    return both, beyond, after
+
+
+def _group(ctx, group, gid, reuse, nest_=None, follower=None):
+    """The group's loops (lines); in a nest, (lines before the nest's loop over the rows,
+    lines of one row at index ``i0``, lines after the loop). ``follower``: (a group, its
+    placements' offsets) that runs in this group's loop (``_follower``)."""
+    rank = len(group.domain)
+    lone = _lone(group, reuse)
+    if lone is not None and nest_ is None:
+        # one op with a lowering of its own (a fill: runtime.full): no loop to compile
+        return _node(ctx, lone)
+    comments = [f"# fused loop over {ir.shape_text(group.domain, ctx.graph.sizes) or 'a scalar'}:"]
+    comments += ["#   " + _comment(ctx, n)[2:] for n in group.nodes]
+    if group.reduce is not None:
+        comments.append("#   " + _comment(ctx, group.reduce)[2:])
+    lines = [] if nest_ else comments
+    sizes = _sizes(ctx, group, gid, lines)
+    # arrays this loop writes
+    for n in group.nodes:
+        v = n.out
+        if v.id in group.outputs and rank > 0:
+            lines.extend(_alloc(ctx, v, reuse, "(" + ", ".join(sizes) + ",)"))
+    red = group.reduce
+    acc = None
+    if red is not None:
+        r = red.out
+        init, _ = red.prim.lowerings["reduce"]
+        acc_dtype = _accumulator_dtype(red)
+        if r.ndim == 0:
+            acc = ctx.tmp("acc")
+            lines.append(f"{acc} = {names.literal_code(init(r.dtype), acc_dtype)}")
+        elif _row_accumulator(group):      # each element written once, from a register
+            if r.id not in group.registers:
+                lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape)))
+        else:
+            lines.extend(_alloc(ctx, r, reuse, names.shape_code(r.shape), fill=init(r.dtype)))
+    # (sizes that must match were checked on entry: graph.checks)
+    placed = {n.out.id: _placement(ctx, n, group.placements[n.out.id], sizes, lines)
+              for n in group.nodes if n.out.id in group.placements}
+    operand, element = _element_code(ctx, group, placed, nest_)
+    after, past = [], None
+    if follower is not None:
+        element, past, after = _followed(ctx, group, sizes, element, follower, reuse, lines)
     if nest_ is not None:
         row = comments + _loops(ctx, group, sizes, acc, element, operand, final=False,
                                 outer=False)
@@ -957,7 +1088,7 @@ def _group(ctx, group, gid, reuse, nest_=None):
             tail = _accumulate(ctx, red, 0, acc, None, "", final=True, add=False)
         return lines, row, tail
     if not _parallel_pays(ctx, group):
-        return lines + _loops(ctx, group, sizes, acc, element, operand)
+        return lines + _loops(ctx, group, sizes, acc, element, operand, past=past) + after
     total = " * ".join(sizes)
     # Below the threshold, or on one thread, the same chunks run in order in this
     # function: the same bits as on threads, and the loop compiled here, where LLVM
@@ -1009,15 +1140,20 @@ def _placement(ctx, node, spec, sizes, lines):
     return f"({read} if {' and '.join(guards)} else {names.literal_code(0, node.out.dtype)})"
 
 
-def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, outer=True):
+def _loops(ctx, group, sizes, acc, element, operand, bounds=None, final=True, outer=True,
+           past=None):
     """The loop nest of a group over its domain, or with ``bounds`` (lo, hi: source)
     over rows lo..hi-1 of its first axis; with ``outer`` False, without the loop over
     the first axis (a nest's row, at index i0). ``final``: finish a reduction to a scalar
-    (assign its result) after the loops."""
+    (assign its result) after the loops. ``past``: where a follower shares the loop
+    (``_followed``), the lines of its elements past the loop's last (at an indent)."""
     red = group.reduce
     rank = len(group.domain)
     if _uses_lanes(group) and outer:        # (in a nest: a rank-one total, see _nests)
-        return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final)
+        return _lane_reduction(ctx, group, sizes, acc, element, operand, bounds, final, past)
+    if past is not None:                    # the follower's elements past the loop after it
+        return (_loops(ctx, group, sizes, acc, element, operand, bounds, final, outer)
+                + past(""))
     row = red is not None and _row_accumulator(group)
     if row:
         init, step = red.prim.lowerings["reduce"]
@@ -1213,7 +1349,8 @@ def _reduce_target(red, rank):
     return f"{names.value_name(red.out)}[{', '.join(idx)}]"
 
 
-def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final=True):
+def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final=True,
+                    past=None):
     """Loops for a group whose reduction runs along the innermost axis: LANES separate
     accumulators, one per position in each run of LANES elements, so that the loop has
     no dependence from one element to the next and LLVM vectorizes it (without
@@ -1222,7 +1359,9 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     initial value (so they are filled once, before the first row). A float32 sum keeps
     float32 lanes, added into a float64 total every FLUSH elements. Rows shorter than
     LANES use as many lanes as they have elements, so a row of ten costs ten lanes, not
-    LANES."""
+    LANES. ``past``: as ``_loops``; such a loop has no path for short rows (a follower's
+    work makes a step longer than a chain of additions: Adam's step at n = 17, 59 us per
+    1000 steps on lanes, 73 with one accumulator; at n = 10 67-73 either way)."""
     red = group.reduce
     r = red.out
     rank = len(group.domain)
@@ -1257,7 +1396,7 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     lines += [f"{indent}{total} = {init_code}",
               f"{indent}{whole} = {stop} - ({length}) % {LANES}   # where the shorter run starts"]
     runs = indent
-    if _short_when_traced(ctx, group):
+    if past is None and _short_when_traced(ctx, group):
         # A row shorter than LANES puts one element on each lane and then adds the lanes
         # in order: the same additions as one accumulator taking the elements in order,
         # which this loop does without the lanes' stores, loads and second loop (a loop
@@ -1287,6 +1426,8 @@ def _lane_reduction(ctx, group, sizes, acc, element, operand, bounds=None, final
     lines += element(runs + "    ")
     lines.append(f"{runs}    {step}")
     lines += [f"{runs}{line}" for line in flush]
+    if past is not None:
+        lines += past(runs)
     return lines + _accumulate(ctx, red, rank, acc, total, indent, final)
 
 
