@@ -284,6 +284,29 @@ def test_a_slices_gradient_runs_in_the_loop_that_computes_it(terms, cache_dir, m
     assert int(fused(x, 0.5)[2]) == 2 and int(apart(x, 0.5)[2]) == 2
 
 
+def reversed_view_gradient(x):
+    # the loop over n - 1 reads R through a reversed view; R's buffer is free after that
+    # loop, so the gradient's assembly may take it: run in that loop, it would write
+    # R[i] before the loop read it as W[n - 2 - i]
+    r = jt.exp(x * 0.5)
+    w = r[:0:-1]
+    with jt.GradientTape() as tape:
+        tape.watch(x)
+        v = jt.reduce_sum(w * x[1:]) + jt.reduce_sum(w * x[:-1])
+    return tape.gradient(v, x)
+
+
+def test_a_follower_never_writes_a_buffer_its_leader_reads(cache_dir):
+    f = jt.function(reversed_view_gradient)
+    for n in (2, 3, 8, 70):
+        x = np.linspace(-1.0, 1.0, n)
+        w = np.exp(x * 0.5)[:0:-1]
+        want = np.zeros(n)
+        want[1:] += w
+        want[:-1] += w
+        np.testing.assert_allclose(f(x), want, rtol=1e-13)
+
+
 def test_only_an_order_free_reduction_follows_into_a_loop(cache_dir):
     # a float reduction of the placed values has an order of its own (lanes): its loop
     # stays apart; so does one whose slice places its operand ahead (x[:-1] read at i + 1)

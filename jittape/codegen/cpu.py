@@ -802,7 +802,8 @@ def _render(ctx, block):
         if isinstance(item, Nest):
             body.extend(_nest(ctx, item, block.reuse))
         elif isinstance(item, Group):
-            follower = _follower(ctx, item, items[k + 1] if k + 1 < len(items) else None)
+            follower = _follower(ctx, item, items[k + 1] if k + 1 < len(items) else None,
+                                 block.reuse)
             body.extend(_group(ctx, item, ctx.tmp("g"), block.reuse, follower=follower))
             k += follower is not None
         else:
@@ -811,14 +812,19 @@ def _render(ctx, block):
     return body
 
 
-def _follower(ctx, a, b):
+def _follower(ctx, a, b, reuse):
     """(``b``, its placements' offsets) where group ``b``, next after group ``a``, runs in
     ``a``'s loop (``passes.fuse.shifted``); else None. Not where either is one op with a
-    lowering of its own, nor where ``a``'s loop has a parallel twin (its chunks run
-    apart), nor under check_numerics (its checks would raise in another order)."""
+    lowering of its own, nor where either loop has a parallel twin (its chunks run
+    apart), nor under check_numerics (its checks would raise in another order), nor
+    where ``b`` writes an array into a buffer it takes over (``reuse``): the buffer
+    planned free after ``a`` may be one ``a`` reads, at other indices than ``b`` writes
+    (a reversed view of it), and in one loop ``b``'s element i is written before ``a``
+    reads the rest."""
     offsets = fuse.shifted(a, b)
     if (offsets is None or ctx.check_numerics or _parallel_pays(ctx, a)
-            or _lone(a, {}) is not None or _lone(b, {}) is not None):
+            or _parallel_pays(ctx, b) or _lone(a, reuse) is not None
+            or _lone(b, reuse) is not None or any(n.out.id in reuse for n in b.nodes)):
         return None
     return b, offsets
 
