@@ -199,8 +199,8 @@ SHIFT_LIMIT = 4        # the largest offset of a slice that a shifted placement 
 
 
 def shifted(a, b):
-    """For groups ``a`` and ``b`` (in that order), how ``b`` can run in ``a``'s loop, one
-    iteration later than nothing: ``{placement's out id: offset}`` where every value of
+    """For groups ``a`` and ``b`` (in that order), how ``b`` can run in ``a``'s loop:
+    ``{placement's out id: offset}`` where every value of
     ``a`` that ``b`` reads, it reads through a placement of a slice ``[start:stop]`` of
     ``b``'s one axis (start 0 to SHIFT_LIMIT, stop none or -1 to -SHIFT_LIMIT, step 1),
     whose element at index i is ``a``'s at j = i - start (the offset); else None.
