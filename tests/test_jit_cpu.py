@@ -307,6 +307,42 @@ def test_a_follower_never_writes_a_buffer_its_leader_reads(cache_dir):
         np.testing.assert_allclose(f(x), want, rtol=1e-13)
 
 
+def placed_values(x, then):
+    # c (over n - 1) is read by the next loop only through its placement at [1:], from
+    # the shared loop's register: that loop stores it only where something else reads it
+    c = jt.sin(x[1:]) * x[:-1]
+    with jt.GradientTape() as tape:
+        tape.watch(x)
+        tail = x[1:]
+    g = tape.gradient(tail, x, output_gradients=c) * 2.0 + x
+    if then == "returned":
+        return g, c
+    if then == "later":                       # a later op reads it
+        return g, jt.numpy.cumsum(c)
+    if then == "buffer":                      # a later array of its shape takes its buffer
+        return g, jt.numpy.cumsum(jt.exp(x[1:]) * g[-1])
+    return g
+
+
+@pytest.mark.parametrize("then, stored", [("nothing", False), ("returned", True),
+                                          ("later", True), ("buffer", True)])
+def test_a_loop_stores_what_only_its_follower_reads_nowhere(then, stored, cache_dir):
+    f = jt.function(lambda x: placed_values(x, then))
+    x = np.linspace(-1.0, 2.0, 13)
+    source = f.lower(x).source
+    assert "and in the same loop" in source
+    assert ("v4[i0] = t4" in source) == stored, source
+    assert ("= v4  # reuses a dead buffer" in source) == (then == "buffer"), source
+    c = np.sin(x[1:]) * x[:-1]
+    g = x.copy()
+    g[1:] += 2.0 * c
+    want = {"nothing": (g,), "returned": (g, c), "later": (g, np.cumsum(c)),
+            "buffer": (g, np.cumsum(np.exp(x[1:]) * g[-1]))}[then]
+    got = f(x)
+    for got, w in zip(got if isinstance(got, tuple) else (got,), want):
+        np.testing.assert_allclose(got, w, rtol=1e-14)
+
+
 def test_only_an_order_free_reduction_follows_into_a_loop(cache_dir):
     # a float reduction of the placed values has an order of its own (lanes): its loop
     # stays apart; so does one whose slice places its operand ahead (x[:-1] read at i + 1)

@@ -498,3 +498,67 @@ def test_loop_buffers_made_once_keep_every_step_s_values():
     # a carry passed on to a carry: the values carries hold are made at each step
     swap = jt.function(_fib_like).lower(a, b, 7).source
     assert "empty(" in swap.split("while True")[1]
+
+
+# A carry's next value made by an elementwise loop is written into the carry's own
+# buffer (codegen/cpu.py: ``unseen_writes``, ``Pool.into_carry``) only where no read
+# can see the write: each body below is one where writing in place would change the
+# result, but the first.
+
+def _moments(x, m, n):            # Adam's shape: each carry read at its own element only
+    def body(k, c):
+        x, m = c
+        m = 0.9 * m + 0.1 * jt.sin(x)
+        return x - 0.05 * m / (jt.sqrt(m * m) + 1.0), m
+    return jt.fori_loop(0, n, body, (x, m))
+
+
+def _read_after(x, m, n):         # x also read by a sum that the update does not wait for
+    def body(k, c):
+        x, m = c
+        return x * 0.5 + 1.0, m + jt.sum(x)
+    return jt.fori_loop(0, n, body, (x, m))
+
+
+def _reversed(x, m, n):           # x read through a reversed view in the update's loop
+    def body(k, c):
+        x, m = c
+        return x + 0.5 * x[::-1], m * 0.5
+    return jt.fori_loop(0, n, body, (x, m))
+
+
+def _placed(x, m, n):             # x read at the element before, through a placement
+    def body(k, c):                # (a slice's gradient: x[:-1] placed at [1:], in the loop)
+        x, m = c
+        with jt.GradientTape() as tape:
+            tape.watch(x)
+            tail = x[1:]
+        return 0.5 * x + tape.gradient(tail, x, output_gradients=x[:-1]), m * 0.5
+    return jt.fori_loop(0, n, body, (x, m))
+
+
+def _twice(x, m, n):              # one new value for two carries: one buffer would serve both
+    def body(k, c):
+        x, m = c
+        y = x * 0.5 + m
+        return y, y
+    return jt.fori_loop(0, n, body, (x, m))
+
+
+@pytest.mark.parametrize("fn, in_place", [(_moments, 2), (_read_after, 1), (_reversed, 1),
+                                          (_placed, 1), (_twice, 0)])
+def test_a_loop_writes_a_carry_in_place_only_where_no_read_sees_it(fn, in_place):
+    x, m = np.linspace(-1.0, 2.0, 11), np.linspace(0.5, 1.5, 11)
+    x0, m0 = x.copy(), m.copy()
+    compiled = jt.function(fn)
+    source = compiled.lower(x, m, 6).source
+    assert source.count("into its carry's buffer") == in_place
+    want = [x, m]
+    for _ in range(6):            # the loop's steps in NumPy, as the body reads them
+        want = list(tree.leaves(fn(jt.constant(want[0]), jt.constant(want[1]), 1)))
+        want = [np.asarray(w.numpy() if hasattr(w, "numpy") else w) for w in want]
+    for got in (compiled(x, m, 6), compiled.lower(x, m, 6).python(x, m)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-13, atol=1e-15)
+    np.testing.assert_array_equal(x, x0)                  # the caller's arrays untouched
+    np.testing.assert_array_equal(m, m0)

@@ -87,3 +87,63 @@ def test_a_parallel_kernel_with_nothing_to_parallelize_says_nothing():
         numba.njit(parallel=True)(first)(np.ones(3))
     assert [w for w in seen if issubclass(w.category, numba.NumbaPerformanceWarning)]
     assert not typed_passes.config.DISABLE_PERFORMANCE_WARNINGS
+
+
+IR = '''define i32 @"f"(i64 %"n")
+{
+entry:
+  br label %"B0"
+B0:
+  %"i" = phi i64 [0, %"entry"], [%"i1", %"B0.body"], [%"i1", %"B0.skip"]
+  br i1 %".1", label %"B0.body", label %"B9", !prof !0
+B9:
+  ret i32 0
+B0.body:
+  switch i64 %"i", label %"B0.skip" [i64 3, label %"B9"]
+B0.skip:
+  %"i1" = add i64 %"i", 1
+  br i1 %".2", label %"B0", label %"B0.back"
+B0.back:
+  br label %"B0"
+}
+
+define i32 @"g"()
+{
+  br label %"again"
+again:
+  br label %"again"
+}
+
+!0 = !{ !"branch_weights", i32 1, i32 99 }
+!7 = !{ i1 1 }'''
+
+
+def test_each_loop_is_marked_to_be_interleaved_once():
+    # a back edge is a branch to a block on the depth-first path from the entry (two
+    # latches of one loop share its mark); forward edges, switches and the blocks laid
+    # out after their targets are left alone; the marks number past the module's own
+    out = pipeline.interleave_once(IR).split("\n")
+    marked = [line.strip() for line in out if "!llvm.loop" in line]
+    assert marked == ['br i1 %".2", label %"B0", label %"B0.back", !llvm.loop !9',
+                      'br label %"B0", !llvm.loop !9',
+                      'br label %"again", !llvm.loop !10']
+    assert '!8 = !{!"llvm.loop.interleave.count", i32 1}' in out
+    assert "!9 = distinct !{!9, !8}" in out and "!10 = distinct !{!10, !8}" in out
+    assert pipeline.interleave_once("define void @h()\n{\n  ret void\n}\n") == \
+        "define void @h()\n{\n  ret void\n}\n"
+
+
+def test_a_kernels_module_reaches_llvm_with_its_loops_marked(monkeypatch):
+    # the kernel library's module (not its helpers') goes through interleave_once
+    seen = []
+    real = pipeline.interleave_once
+    monkeypatch.setattr(pipeline, "interleave_once", lambda text: seen.append(real(text)) or seen[-1])
+
+    def scale(x, y):
+        for i in range(x.shape[0]):
+            y[i] = np.sqrt(x[i]) * 2.0 + y[i]
+        return y
+    kernel = numba.njit(pipeline_class=KernelCompiler, error_model="numpy")(scale)
+    x = np.linspace(0.0, 4.0, 9)
+    np.testing.assert_array_equal(kernel(x, np.ones(9)), np.sqrt(x) * 2.0 + 1.0)
+    assert any("scale" in text and "!llvm.loop" in text for text in seen)

@@ -19,7 +19,10 @@ need) and keeps Numba's level for the module. The kernels' machine code runs as 
 either way, and LLVM's time is shorter (``docs/performance-notes.md``).
 """
 
-from numba.core import config, typed_passes, untyped_passes
+import re
+
+import llvmlite.binding as ll
+from numba.core import cgutils, config, typed_passes, untyped_passes
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass
 
@@ -48,8 +51,102 @@ def kernel_library(codegen, name):
     cls = _LIBRARY_CLASSES.get(base)
     if cls is None:
         cls = _LIBRARY_CLASSES[base] = type("Kernel" + base.__name__, (base,),
-                                            {"_optimize_functions": _optimize_functions})
+                                            {"_optimize_functions": _optimize_functions,
+                                             "add_ir_module": _add_ir_module})
     return cls(codegen, name)
+
+
+def _add_ir_module(self, ir_module):
+    """``CPUCodeLibrary.add_ir_module`` with the module's loops interleaved once
+    (``interleave_once``)."""
+    self._raise_if_finalized()
+    ll_module = ll.parse_assembly(interleave_once(cgutils.normalize_ir_text(str(ir_module))))
+    ll_module.name = ir_module.name
+    ll_module.verify()
+    self.add_llvm_module(ll_module)
+
+
+_LABEL = re.compile(r'^([-\w$.]+|"[^"]+"):')
+_TARGET = re.compile(r'label %([-\w$.]+|"[^"]+")')
+
+
+def interleave_once(text):
+    """LLVM IR ``text`` with each loop's back edge marked ``llvm.loop.interleave.count``
+    1: LLVM vectorizes a kernel's loops but does not also interleave two vectors per
+    iteration. An interleaved loop of 8-wide vectors runs its vector code from 16
+    elements up, so that a loop over 10 or 15 ran one element at a time: in Adam's step
+    on a 10-dimensional Rosenbrock, the gradient's loop over 9 elements (its kernel:
+    44 -> 32 us per 1000 steps; 73 -> 65 at n = 30, within 3% either way from 100 to
+    10^4). A back edge is an edge to a block on the path that reached it, depth first
+    from a function's entry: the loops of generated code are Python's, reducible."""
+    lines = text.split("\n")
+    marks = {}                            # line of a latch's branch -> its header's label
+    start = 0
+    while True:
+        start = next((k for k in range(start, len(lines)) if lines[k].startswith("define ")),
+                     None)
+        if start is None:
+            break
+        end = next(k for k in range(start, len(lines)) if lines[k] == "}")
+        _back_edges(lines, start, end, marks)
+        start = end
+    if not marks:
+        return text
+    used = [int(m) for m in re.findall(r"!(\d+)", text)]
+    option = max(used, default=-1) + 1
+    ids, extra = {}, [f'!{option} = !{{!"llvm.loop.interleave.count", i32 1}}']
+    for k, header in marks.items():
+        if header not in ids:
+            ids[header] = option + 1 + len(ids)
+            extra.append(f"!{ids[header]} = distinct !{{!{ids[header]}, !{option}}}")
+        lines[k] += f", !llvm.loop !{ids[header]}"
+    return "\n".join(lines + extra) + "\n"
+
+
+def _back_edges(lines, start, end, marks):
+    """Record in ``marks`` the branch lines of the function in ``lines[start:end]`` that
+    go back to a block on the depth-first path from its entry (line -> the block's
+    label, unique within the module by the function's line)."""
+    blocks, order, current, first = {}, [], None, True
+    for k in range(start + 1, end):
+        line = lines[k]
+        if line == "{":                    # (the body's brace, on a line of its own)
+            continue
+        found = _LABEL.match(line)
+        if found or (first and line.strip()):
+            current = found.group(1).strip('"') if found else "<entry>"
+            blocks[current] = {"succ": [], "branch": None}
+            order.append(current)
+            first = False
+            if found:
+                continue
+        if current is None or not line.strip():
+            continue
+        targets = [t.strip('"') for t in _TARGET.findall(line)]
+        if targets:
+            blocks[current]["succ"] += targets
+            if line.lstrip().startswith("br "):
+                blocks[current]["branch"] = k
+    if not order:
+        return
+    state = {order[0]: 1}                  # 1 on the path, 2 done
+    stack = [(order[0], iter(blocks[order[0]]["succ"]))]
+    while stack:
+        block, succ = stack[-1]
+        nxt = next(succ, None)
+        if nxt is None:
+            state[block] = 2
+            stack.pop()
+            continue
+        if nxt not in blocks:
+            continue
+        seen = state.get(nxt)
+        if seen == 1 and blocks[block]["branch"] is not None \
+                and "!llvm.loop" not in lines[blocks[block]["branch"]]:
+            marks[blocks[block]["branch"]] = (start, nxt)
+        elif seen is None:
+            state[nxt] = 1
+            stack.append((nxt, iter(blocks[nxt]["succ"])))
 
 
 def _optimize_functions(self, ll_module):
