@@ -92,6 +92,7 @@ CASES = {   # name: (optimizer, reference with its hyperparameters)
     "nesterov": (optim.SGD(0.05, momentum=0.8, nesterov=True),
                  lambda *a: _ref_sgd(*a, lr=0.05, momentum=0.8, nesterov=True)),
     "adam": (optim.Adam(0.05), lambda *a: _ref_adam(*a, lr=0.05)),
+    "adam_b1_zero": (optim.Adam(0.05, b1=0.0), lambda *a: _ref_adam(*a, lr=0.05, b1=0.0)),
     "adamw": (optim.AdamW(0.05, b1=0.8, b2=0.99, eps=1e-6, weight_decay=0.1),
               lambda *a: _ref_adam(*a, lr=0.05, b1=0.8, b2=0.99, eps=1e-6, wd=0.1)),
     "rmsprop": (optim.RMSprop(0.01), lambda *a: _ref_rmsprop(*a, lr=0.01)),
@@ -120,6 +121,25 @@ def test_first_three_steps_follow_the_formula(name):
         np.testing.assert_allclose(p, r, rtol=1e-13, atol=1e-15)
     assert int(state.step) == 3
     assert not np.allclose(p, x)
+
+
+def test_adams_bias_corrections_are_within_a_few_ulp_of_exact():
+    # 1 - b**t as -expm1(t * log(b)), eagerly and compiled; 1 - b**t in floats loses
+    # the low bits of b**t near 1 (at b = 0.9999, t = 2: 1854 ulp)
+    from decimal import Decimal, getcontext
+    from jittape.optim.first_order import _bias_corrections
+    getcontext().prec = 60
+    t = np.array([1.0, 2.0, 3.0, 10.0, 57.0, 199.0, 1000.0, 5000.0, 1e5])
+    for b1, b2 in ((0.9, 0.999), (0.5, 0.9999), (1e-3, 0.99)):
+        compiled = jt.function(lambda t: _bias_corrections(b1, b2, t, np.float64))(t)
+        eager = [c.numpy() for c in _bias_corrections(b1, b2, t, np.float64)]
+        for b, *got in ((b1, compiled[0], eager[0]), (b2, compiled[1], eager[1])):
+            exact = [1 - Decimal(b) ** int(k) for k in t]
+            for values in got:
+                for v, e in zip(values, exact):
+                    assert abs(Decimal(float(v)) - e) <= 2 * Decimal(np.spacing(float(e))), (b, v)
+    exact = 1 - Decimal(0.9999) ** 2
+    assert abs(Decimal(1.0 - 0.9999 ** 2.0) - exact) > 1000 * Decimal(np.spacing(float(exact)))
 
 
 def _eager_three_steps(opt, params):

@@ -797,6 +797,11 @@ def link_helpers(built):
         link_module(getattr(py_func, "__globals__", {}))
 
 
+def running():
+    """Whether any kernel is compiling in the background now."""
+    return bool(_RUNNING)
+
+
 def compiling(built):
     """Whether ``built``'s kernel is being compiled in the background."""
     return built.kernel.compiling

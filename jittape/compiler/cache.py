@@ -457,6 +457,8 @@ class Variants:
     def _background_compiles(self):
         """The variants' kernels compiling in the background now (tiered calls run their
         graphs meanwhile): what ``jt.minimize`` sizes its chunks by, and may wait for."""
+        if not build.running():        # (the usual case, twice per jt.minimize chunk)
+            return []
         with self._lock:
             entries = [e for variants in self._cache.values() for e in variants]
         return [e.built for e in entries
