@@ -562,3 +562,25 @@ def test_a_loop_writes_a_carry_in_place_only_where_no_read_sees_it(fn, in_place)
             np.testing.assert_allclose(np.asarray(g), w, rtol=1e-13, atol=1e-15)
     np.testing.assert_array_equal(x, x0)                  # the caller's arrays untouched
     np.testing.assert_array_equal(m, m0)
+
+
+@pytest.mark.parametrize("update", ["elementwise", "row"])
+def test_a_carry_a_gather_reads_as_its_index_is_not_written_before_the_gather(update):
+    # the gather z[idx] reads the step's old idx where it runs, after the loop making
+    # the new idx (which it waits for): idx must not be written in place (a regression:
+    # a view's index arrays were not counted as reads of the carry)
+    def f(idx, y):
+        def body(k, c):
+            idx, y = c
+            new = (idx + 1) % 5 if update == "elementwise" else idx.at[0].set((idx[0] + 1) % 5)
+            z = y + jt.sum(new) * 0.0
+            return new, z[idx]
+        return jt.fori_loop(0, 3, body, (idx, y))
+    idx, y = np.array([0, 2, 4, 1, 3]), np.linspace(0.0, 1.0, 5)
+    compiled = jt.function(f)
+    assert "into its carry's buffer" not in compiled.lower(idx, y).source
+    want = f(jt.constant(idx), jt.constant(y))
+    for got in (compiled(idx, y), compiled.lower(idx, y).python(idx, y)):
+        np.testing.assert_array_equal(np.asarray(got[0]), want[0].numpy())
+        np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
+    np.testing.assert_array_equal(idx, [0, 2, 4, 1, 3])

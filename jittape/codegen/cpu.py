@@ -399,6 +399,15 @@ class Pool:
         return lines
 
 
+def _reads(node):
+    """The values ``node`` reads when it runs: a view's operand is read by the view's
+    own readers (``view_roots``), but its other inputs (a gather's index arrays) are read
+    where the view is made."""
+    if "cpu" in node.prim.aliases:
+        return [v for v in node.inputs[1:] if isinstance(v, Var)]
+    return node.var_inputs()
+
+
 def unseen_writes(body, carries, root):
     """``(k, node)`` for each carry ``k`` of a loop body whose next value ``node`` makes,
     where writing that value into the carry's own buffer cannot be seen: every other
@@ -418,8 +427,8 @@ def unseen_writes(body, carries, root):
                 or any(h == out.id for j, h in enumerate(held[:carries]) if j != k):
             continue
         before = {n.out.id for n in ir.ancestors(body.nodes, node.var_inputs())}
-        readers = [n for n in body.nodes if n is not node and "cpu" not in n.prim.aliases
-                   and any(root.get(v.id, v.id) == carry.id for v in n.var_inputs())]
+        readers = [n for n in body.nodes if n is not node
+                   and any(root.get(v.id, v.id) == carry.id for v in _reads(n))]
         if all(n.out.id in before for n in readers):
             found.append((k, node))
     return found
