@@ -80,14 +80,14 @@ def interleave_once(text):
     10^4). A back edge is an edge to a block on the path that reached it, depth first
     from a function's entry: the loops of generated code are Python's, reducible."""
     lines = text.split("\n")
-    marks = {}                            # line of a latch's branch -> its header's label
+    marks = {}                   # line of a latch's branch -> (its function's line, header)
     start = 0
     while True:
         start = next((k for k in range(start, len(lines)) if lines[k].startswith("define ")),
                      None)
         if start is None:
             break
-        end = next(k for k in range(start, len(lines)) if lines[k] == "}")
+        end = next((k for k in range(start, len(lines)) if lines[k] == "}"), len(lines))
         _back_edges(lines, start, end, marks)
         start = end
     if not marks:
@@ -105,8 +105,8 @@ def interleave_once(text):
 
 def _back_edges(lines, start, end, marks):
     """Record in ``marks`` the branch lines of the function in ``lines[start:end]`` that
-    go back to a block on the depth-first path from its entry (line -> the block's
-    label, unique within the module by the function's line)."""
+    go back to a block on the depth-first path from its entry (line -> the function's
+    line and the block's label: a loop's header, unique within the module)."""
     blocks, order, current, first = {}, [], None, True
     for k in range(start + 1, end):
         line = lines[k]
